@@ -1,0 +1,42 @@
+"""Finds every adapter in `ingest/` and picks the one that recognises a file's content."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+
+from .base import Adapter, SourceFile, UnreadableFile
+
+
+@cache
+def adapters() -> tuple[Adapter, ...]:
+    """All adapters, by priority. A module in `ingest/` exposes `ADAPTERS = [...]` to be found."""
+    import phaselens.ingest as pkg
+
+    found: list[Adapter] = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        found.extend(getattr(module, "ADAPTERS", ()))
+    return tuple(sorted(found, key=lambda a: (a.priority, a.name)))
+
+
+def by_name(name: str) -> Adapter:
+    for a in adapters():
+        if a.name == name:
+            return a
+    known = ", ".join(a.name for a in adapters())
+    raise KeyError(f"no adapter named {name!r}; known: {known}")
+
+
+def detect(src: SourceFile) -> Adapter:
+    """The first adapter whose `sniff` accepts the file, judged from content, never the file name."""
+    for adapter in adapters():
+        if adapter.sniff(src):
+            return adapter
+    known = ", ".join(a.name for a in adapters())
+    raise UnreadableFile(
+        src.display,
+        "not a format phaselens reads",
+        f"expected one of: {known}; see docs/formats.md of the project",
+    )

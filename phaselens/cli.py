@@ -1,0 +1,3 @@
+def main():
+    import phaselens.models, phaselens.ingest, phaselens.pipeline
+    print("ok", phaselens.models.__file__)

@@ -1,0 +1,263 @@
+"""Load: files -> adapters -> staging tables -> the store, one transaction per file.
+
+Guarantees:
+- A file whose bytes were already loaded is not read again (ledger row `unchanged`).
+- A call or billing line already stored (same `call_id` / `billing_line_id`, from any file) is
+  counted as a duplicate and not stored twice.
+- A crash or error mid-file rolls the whole file back; what was stored before is untouched.
+- Every record ends up stored, rejected (with reason) or counted as skipped.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from phaselens.ingest.base import RecordAdapter, SourceFile, SqlAdapter, StageCounts, UnreadableFile
+from phaselens.ingest.registry import detect
+from phaselens.models import BillingLine, LlmCall, Reject, Skip
+
+from .errors import PhaselensError
+
+BATCH_ROWS = 20_000
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """The outcome of loading one file (one row of the `loads` ledger)."""
+
+    file: str
+    load_id: str
+    status: str  # loaded | unchanged | empty | failed
+    adapter: str | None = None
+    kind: str | None = None
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+
+@dataclass
+class IngestResult:
+    run_id: str
+    files: list[FileResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [f for f in self.files if f.failed]
+
+    def total(self, attr: str) -> int:
+        return sum(getattr(f, attr) for f in self.files)
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Files, folders (recursively, hidden files skipped) and globs, in a stable order, each once."""
+    out: list[Path] = []
+    for p in paths:
+        text = str(p)
+        matches = sorted(glob.glob(text, recursive=True)) if glob.has_magic(text) else [text]
+        if not matches:
+            raise PhaselensError(f"no file matches {text}", "check the path or quote the glob")
+        for m in matches:
+            mp = Path(m)
+            if mp.is_dir():
+                out.extend(
+                    sorted(
+                        f
+                        for f in mp.rglob("*")
+                        if f.is_file() and not any(part.startswith(".") for part in f.relative_to(mp).parts)
+                    )
+                )
+            elif mp.exists():
+                out.append(mp)
+            else:
+                raise PhaselensError(f"no such file: {m}", "check the path")
+    seen: set[Path] = set()
+    unique = []
+    for f in out:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def create_stage_tables(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_calls AS SELECT * FROM raw_calls LIMIT 0")
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_billing AS SELECT * FROM raw_billing_lines LIMIT 0")
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_rejects AS SELECT * EXCLUDE (rejected_at) FROM raw_rejects LIMIT 0")
+
+
+_TABLE_FOR = {LlmCall: "stage_calls", BillingLine: "stage_billing", Reject: "stage_rejects"}
+
+
+def stage_records(con: duckdb.DuckDBPyConnection, records: Iterator) -> StageCounts:
+    """Write a RecordAdapter's output into the staging tables, in batches."""
+    batches: dict[type, list[dict]] = {LlmCall: [], BillingLine: [], Reject: []}
+    counts = {"accepted": 0, "rejected": 0, "skipped": 0}
+
+    def flush(kind: type) -> None:
+        rows = batches[kind]
+        if not rows:
+            return
+        table = pa.Table.from_pylist(rows)
+        con.register("_stage_batch", table)
+        try:
+            con.execute(f"INSERT INTO {_TABLE_FOR[kind]} BY NAME SELECT * FROM _stage_batch")
+        finally:
+            con.unregister("_stage_batch")
+        rows.clear()
+
+    for rec in records:
+        kind = type(rec)
+        if kind is Skip:
+            counts["skipped"] += 1
+            continue
+        if kind not in batches:
+            raise TypeError(f"adapter yielded {kind.__name__}, expected LlmCall, BillingLine, Reject or Skip")
+        counts["rejected" if kind is Reject else "accepted"] += 1
+        batches[kind].append(rec.model_dump())
+        if len(batches[kind]) >= BATCH_ROWS:
+            flush(kind)
+    for kind in batches:
+        flush(kind)
+    return StageCounts(**counts)
+
+
+def _commit_stage(con: duckdb.DuckDBPyConnection, load_id: str, kind: str) -> tuple[int, int]:
+    """Move staged rows into the raw tables; returns (new rows, duplicates)."""
+    if kind == "calls":
+        table, stage, key = "raw_calls", "stage_calls", "call_id"
+    else:
+        table, stage, key = "raw_billing_lines", "stage_billing", "billing_line_id"
+    staged = con.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
+    if staged:
+        con.execute(
+            f"""
+            INSERT INTO {table}
+            SELECT * REPLACE ($load_id AS load_id) FROM {stage} s
+            WHERE NOT EXISTS (SELECT 1 FROM {table} r WHERE r.{key} = s.{key})
+            QUALIFY row_number() OVER (PARTITION BY s.{key} ORDER BY s.source_locator) = 1
+            """,
+            {"load_id": load_id},
+        )
+    inserted = con.execute(f"SELECT count(*) FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
+    con.execute(
+        "INSERT INTO raw_rejects SELECT * REPLACE ($load_id AS load_id), $now AS rejected_at FROM stage_rejects",
+        {"load_id": load_id, "now": _now()},
+    )
+    return inserted, staged - inserted
+
+
+def _ledger(con: duckdb.DuckDBPyConnection, r: FileResult, run_id: str, sha: str | None, started: datetime) -> None:
+    con.execute(
+        "INSERT INTO raw_loads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            r.load_id, run_id, r.file, sha, r.adapter, r.kind, started, _now(),
+            r.accepted, r.duplicates, r.rejected, r.skipped, r.status, r.message,
+        ],
+    )
+
+
+def load_file(
+    con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False
+) -> FileResult:
+    """Load one file in one transaction and record it in the ledger."""
+    started = _now()
+    load_id = uuid.uuid4().hex[:16]
+    display = str(path)
+    sha: str | None = None
+
+    def done(**kw) -> FileResult:
+        r = FileResult(file=display, load_id=load_id, seconds=(_now() - started).total_seconds(), **kw)
+        _ledger(con, r, run_id, sha, started)
+        return r
+
+    try:
+        sha = file_sha256(path)
+    except OSError as e:
+        return done(status="failed", message=f"cannot read: {e.strerror or e}")
+    if not force:
+        seen = con.execute(
+            "SELECT 1 FROM raw_loads WHERE content_sha256 = ? AND status IN ('loaded', 'empty') LIMIT 1", [sha]
+        ).fetchone()
+        if seen:
+            return done(status="unchanged", message="same content already loaded; nothing to do")
+    src = SourceFile(path, display=display, options=options or {})
+    try:
+        if src.is_empty:
+            return done(status="empty", message="the file is empty; nothing to load")
+        adapter = detect(src)
+    except UnreadableFile as e:
+        return done(status="failed", message=f"{e.why}" + (f"; {e.fix}" if e.fix else ""))
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        create_stage_tables(con)
+        if isinstance(adapter, SqlAdapter) and hasattr(adapter, "stage"):
+            counts = adapter.stage(con, src, load_id)
+        elif isinstance(adapter, RecordAdapter):
+            counts = stage_records(con, adapter.parse(src))
+        else:  # pragma: no cover - registry guarantees one of the two
+            raise TypeError(f"adapter {adapter.name} has neither stage() nor parse()")
+        inserted, dups = _commit_stage(con, load_id, adapter.kind)
+        r = done(
+            status="loaded", adapter=adapter.name, kind=adapter.kind, accepted=inserted, duplicates=dups,
+            rejected=counts.rejected, skipped=counts.skipped,
+        )
+        con.execute("COMMIT")
+        return r
+    except UnreadableFile as e:
+        con.execute("ROLLBACK")
+        return done(status="failed", adapter=adapter.name, kind=adapter.kind,
+                    message=f"{e.why}" + (f"; {e.fix}" if e.fix else ""))
+    except Exception as e:
+        con.execute("ROLLBACK")
+        return done(status="failed", adapter=adapter.name, kind=adapter.kind,
+                    message=f"{type(e).__name__}: {e}")
+
+
+def ingest(
+    con: duckdb.DuckDBPyConnection,
+    paths: Iterable[str | Path],
+    *,
+    options: dict | None = None,
+    force: bool = False,
+    on_file: Callable[[FileResult, int, int], None] | None = None,
+) -> IngestResult:
+    """Load every file under `paths`; `on_file(result, index, total)` reports progress."""
+    files = expand_paths(paths)
+    result = IngestResult(run_id=uuid.uuid4().hex[:16])
+    for i, f in enumerate(files, 1):
+        r = load_file(con, f, result.run_id, options=options, force=force)
+        result.files.append(r)
+        if on_file:
+            on_file(r, i, len(files))
+    return result

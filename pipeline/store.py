@@ -1,0 +1,97 @@
+"""The DuckDB store: raw tables written by loads, and the documented public views read by everyone.
+
+Tables (written only by `pipeline/`):
+- `raw_calls`          one row per model call (`LlmCall`), unique on `call_id`
+- `raw_billing_lines`  one row per billing line item (`BillingLine`), unique on `billing_line_id`
+- `raw_rejects`        quarantined records with their reason (`Reject`)
+- `raw_loads`          the ledger: one row per file per ingest run
+
+Public views (the read model; see docs/store.md): `requests`, `billing_lines`, `rejects`, `loads`,
+and the relations `phaselens build` publishes.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from phaselens.ingest.normalize import sql_macros
+from phaselens.models import BillingLine, LlmCall, Reject
+from phaselens.models.schema import create_table_sql
+
+from .errors import StoreError
+
+SCHEMA_VERSION = 1
+
+LOADS_DDL = """
+CREATE TABLE IF NOT EXISTS raw_loads (
+  load_id VARCHAR,            -- one id per file per run
+  run_id VARCHAR,             -- one id per `phaselens ingest` invocation
+  file VARCHAR,               -- path as given
+  content_sha256 VARCHAR,     -- hash of the file's bytes; an unchanged file is not read twice
+  adapter VARCHAR,            -- format detected from content
+  kind VARCHAR,               -- calls | billing
+  started_at TIMESTAMP,
+  finished_at TIMESTAMP,
+  accepted BIGINT,            -- new records stored
+  duplicates BIGINT,          -- records already in the store (same call or line from another file)
+  rejected BIGINT,            -- records quarantined in rejects
+  skipped BIGINT,             -- valid records that are not model calls (HTTP, tool, agent spans)
+  status VARCHAR,             -- loaded | unchanged | empty | failed
+  message VARCHAR
+)
+"""
+
+META_DDL = "CREATE TABLE IF NOT EXISTS phaselens_meta (key VARCHAR PRIMARY KEY, value VARCHAR)"
+
+
+def sql_text(name: str) -> str:
+    """The text of `pipeline/sql/<name>.sql`."""
+    return resources.files("phaselens.pipeline").joinpath("sql", f"{name}.sql").read_text()
+
+
+def connect(db: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the store (creating it and its schema when writable) with phaselens' macros installed."""
+    db = Path(db)
+    if read_only and not db.exists():
+        raise StoreError(f"no store at {db}", "run `phaselens ingest PATH --db FILE` first, or pass the right --db")
+    try:
+        con = duckdb.connect(str(db), read_only=read_only)
+    except duckdb.IOException as e:
+        if "lock" in str(e).lower():
+            raise StoreError(
+                f"the store {db} is in use by another phaselens process",
+                "wait for the running ingest/build to finish, or use another --db",
+            ) from e
+        raise StoreError(f"cannot open the store {db}: {e}", "check the path and its permissions") from e
+    install_macros(con)
+    if not read_only:
+        ensure_schema(con)
+    return con
+
+
+def install_macros(con: duckdb.DuckDBPyConnection) -> None:
+    for stmt in sql_macros():
+        con.execute(stmt)
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the raw tables and the public views if they do not exist yet."""
+    con.execute(META_DDL)
+    row = con.execute("SELECT value FROM phaselens_meta WHERE key = 'schema_version'").fetchone()
+    if row and int(row[0]) > SCHEMA_VERSION:
+        raise StoreError(
+            f"the store was written by a newer phaselens (schema {row[0]} > {SCHEMA_VERSION})",
+            "upgrade phaselens, or start a new store with --db",
+        )
+    con.execute(create_table_sql("raw_calls", LlmCall))
+    con.execute(create_table_sql("raw_billing_lines", BillingLine))
+    con.execute(create_table_sql("raw_rejects", Reject, extra="rejected_at TIMESTAMP"))
+    con.execute(LOADS_DDL)
+    con.execute(sql_text("call_attribution_ddl"))
+    con.execute(sql_text("views"))
+    con.execute(
+        "INSERT OR REPLACE INTO phaselens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+    )
