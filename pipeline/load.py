@@ -157,20 +157,26 @@ def _commit_stage(con: duckdb.DuckDBPyConnection, load_id: str, kind: str) -> tu
         table, stage, key = "raw_calls", "stage_calls", "call_id"
     else:
         table, stage, key = "raw_billing_lines", "stage_billing", "billing_line_id"
-    staged = con.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
+    staged, distinct = con.execute(f"SELECT count(*), count(DISTINCT {key}) FROM {stage}").fetchone()
     if staged:
+        # The same record twice in one file (an exporter retry) keeps its first occurrence.
+        dedupe = f"QUALIFY row_number() OVER (PARTITION BY s.{key} ORDER BY s.source_locator) = 1" if distinct < staged else ""
         con.execute(
             f"""
             INSERT INTO {table}
             SELECT * REPLACE ($load_id AS load_id) FROM {stage} s
             WHERE NOT EXISTS (SELECT 1 FROM {table} r WHERE r.{key} = s.{key})
-            QUALIFY row_number() OVER (PARTITION BY s.{key} ORDER BY s.source_locator) = 1
+            {dedupe}
             """,
             {"load_id": load_id},
         )
     inserted = con.execute(f"SELECT count(*) FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
     con.execute(
-        "INSERT INTO raw_rejects SELECT * REPLACE ($load_id AS load_id), $now AS rejected_at FROM stage_rejects",
+        """
+        INSERT INTO raw_rejects
+        SELECT * REPLACE ($load_id AS load_id), $now AS rejected_at FROM stage_rejects s
+        WHERE NOT EXISTS (SELECT 1 FROM raw_rejects r WHERE r.locator = s.locator AND r.reason = s.reason)
+        """,
         {"load_id": load_id, "now": _now()},
     )
     return inserted, staged - inserted

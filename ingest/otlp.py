@@ -1,0 +1,198 @@
+"""OTLP JSON traces: the Collector's file exporter (JSON Lines, one batch a line), a single OTLP JSON
+document, and gzip-compressed files of either.
+
+Spans are read by DuckDB (`read_csv` of whole lines, then `from_json` with the OTLP structure), not by
+a Python loop, so a million spans load in seconds. Attribute conventions (OTel GenAI old and new,
+OpenLLMetry, OpenInference, vLLM) are mapped to one `LlmCall` row in `sql/otlp_spans.sql`.
+
+Policy, per record: a span that is not a model call (HTTP, database, tool, agent) is skipped and
+counted; a model-call span with a bad value is rejected with its reason; a line that is not JSON is
+rejected as `malformed_json` with its line number. Prompt and completion text is never copied: only
+hashes of the leading message blocks are kept (`prefix_hashes`).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import ClassVar
+
+import duckdb
+
+from .base import SourceFile, StageCounts, UnreadableFile
+
+_ANY = {
+    "stringValue": "VARCHAR",
+    "intValue": "VARCHAR",  # int64: a decimal string, or a number from lenient encoders
+    "doubleValue": "DOUBLE",
+    "boolValue": "BOOLEAN",
+    "arrayValue": "JSON",
+    "kvlistValue": "JSON",
+    "bytesValue": "VARCHAR",
+}
+_KV = [{"key": "VARCHAR", "value": _ANY}]
+_SPAN = {
+    "traceId": "VARCHAR",
+    "spanId": "VARCHAR",
+    "parentSpanId": "VARCHAR",
+    "name": "VARCHAR",
+    "kind": "INTEGER",
+    "startTimeUnixNano": "VARCHAR",
+    "endTimeUnixNano": "VARCHAR",
+    "attributes": _KV,
+    "events": [{"timeUnixNano": "VARCHAR", "name": "VARCHAR"}],
+    "status": {"code": "INTEGER", "message": "VARCHAR"},
+}
+STRUCTURE = json.dumps(
+    {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _KV},
+                "scopeSpans": [{"scope": {"name": "VARCHAR", "version": "VARCHAR"}, "spans": [_SPAN]}],
+            }
+        ]
+    }
+)
+
+# Attribute keys that carry prompt or completion text: never stored, never echoed in rejects.
+CONTENT_KEY_PATTERN = (
+    r"^(gen_ai\.(input|output)\.messages|gen_ai\.system_instructions|gen_ai\.tool\.definitions"
+    r"|gen_ai\.(prompt|completion)(\..*)?|llm\.(input|output)_messages\..*|llm\.prompts?(\..*)?"
+    r"|llm\.prompt_template\..*|(input|output)\.value|traceloop\.entity\.(input|output)"
+    r"|ai\.(prompt|response\.text|response\.object).*|langfuse\.observation\.(input|output)|.*\.content)$"
+)
+
+
+
+# A cheap pre-test on the key (LIKE) before the exact pattern keeps this off the hot path.
+_MACROS = [
+    "CREATE OR REPLACE TEMP MACRO otlp_value(v) AS coalesce(v.stringValue, v.intValue, "
+    "CAST(v.doubleValue AS VARCHAR), CAST(v.boolValue AS VARCHAR), CAST(v.arrayValue AS VARCHAR), "
+    "CAST(v.kvlistValue AS VARCHAR), v.bytesValue)",
+    "CREATE OR REPLACE TEMP MACRO otlp_is_content(k) AS "
+    "(k LIKE '%messages%' OR k LIKE '%.content' OR k LIKE '%prompt%' OR k LIKE '%completion%' OR k LIKE '%put%'"
+    " OR k LIKE '%instructions' OR k LIKE '%definitions' OR k LIKE 'ai.response.%')"
+    f" AND regexp_matches(k, '{CONTENT_KEY_PATTERN}')",
+    # the value of attribute `name`: the first one when a key repeats
+    "CREATE OR REPLACE TEMP MACRO av(keys, vals, name) AS vals[list_position(keys, name)]",
+    "CREATE OR REPLACE TEMP MACRO otlp_json_object(keys, vals) AS '{' || array_to_string("
+    "list_transform(list_zip(keys, vals), lambda p: to_json(p[1]) || ':' || coalesce(to_json(p[2]), 'null')), ',') || '}'",
+]
+
+
+MAX_LINE_BYTES = 512 * 1024 * 1024
+
+
+def _sql(name: str) -> str:
+    return resources.files("phaselens.ingest").joinpath("sql", f"{name}.sql").read_text()
+
+
+def _looks_like_otlp(src: SourceFile) -> bool:
+    return '"resourceSpans"' in src.head_text[:4096] or '"resource_spans"' in src.head_text[:4096]
+
+
+def _is_json_lines(src: SourceFile) -> bool:
+    """JSON Lines when the first line is a whole JSON value; otherwise one (pretty-printed) document."""
+    first = src.head_text.lstrip().split("\n", 1)[0].strip()
+    if len(src.head) >= len(src.raw_head) and "\n" not in src.head_text.strip():
+        return True  # a single line: both readings agree
+    try:
+        json.loads(first)
+        return True
+    except ValueError:
+        return False
+
+
+class OtlpJsonAdapter:
+    """OpenTelemetry traces in OTLP JSON (Collector file exporter lines, or one document)."""
+
+    name: ClassVar[str] = "otlp_json"
+    kind: ClassVar[str] = "calls"
+    priority: ClassVar[int] = 10
+
+    def sniff(self, src: SourceFile) -> bool:
+        return _looks_like_otlp(src)
+
+    def stage(self, con: duckdb.DuckDBPyConnection, src: SourceFile, load_id: str) -> StageCounts:
+        if _is_json_lines(src):
+            lines = (
+                "SELECT line FROM read_csv($path, columns = {'line': 'VARCHAR'}, header = false, delim = '\x01', "
+                "quote = '', escape = '', auto_detect = false, compression = $compression, "
+                "max_line_size = $max_line, strict_mode = false)"
+            )
+            params = {"path": str(src.path), "compression": src.compression or "none", "max_line": MAX_LINE_BYTES}
+        else:
+            lines = "SELECT $text AS line"
+            params = {"text": src.read_bytes().decode("utf-8", errors="replace")}
+        return stage_otlp_lines(con, lines, params, src.display)
+
+
+def stage_otlp_lines(con: duckdb.DuckDBPyConnection, lines_sql: str, params: dict, display: str) -> StageCounts:
+    """Parse the OTLP JSON lines that `lines_sql` selects (column `line`) into staged calls and rejects."""
+    for m in _MACROS:
+        con.execute(m)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE otlp_batches AS
+        SELECT line_no, j,
+               CASE WHEN NOT ok THEN 'malformed_json' WHEN j.resourceSpans IS NULL THEN 'unsupported_record' END AS bad,
+               CASE WHEN NOT ok OR j.resourceSpans IS NULL THEN
+                 CASE WHEN regexp_matches(line, 'messages|\\.content|input\\.value|output\\.value|gen_ai\\.prompt')
+                      THEN '[withheld: may contain prompt text]' ELSE left(line, 200) END
+               END AS raw
+        FROM (
+          SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
+          FROM (SELECT row_number() OVER () AS line_no, line, json_valid(line) AS ok
+                FROM ({lines_sql}) WHERE line IS NOT NULL AND trim(line) <> '')
+        )
+        """,
+        {**params, "structure": STRUCTURE},
+    )
+    con.execute(_sql("otlp_spans"), {"display": display})
+    con.execute(_sql("otlp_prefix"))
+    con.execute(
+        """
+        INSERT INTO stage_calls BY NAME
+        SELECT s.* EXCLUDE (content_attrs, _kind, _reason, line_no), p.prefix_hashes, p.prefix_tokens
+        FROM otlp_spans s LEFT JOIN otlp_prefix p USING (call_id)
+        WHERE s._kind = 'call' AND s._reason IS NULL
+        """
+    )
+    con.execute(
+        """
+        INSERT INTO stage_rejects BY NAME
+        SELECT 'otlp' AS source, source_locator AS locator, _reason AS reason,
+               CASE _reason
+                 WHEN 'bad_timestamp' THEN 'startTimeUnixNano is missing, zero or not a number'
+                 WHEN 'end_before_start' THEN 'endTimeUnixNano is earlier than startTimeUnixNano'
+                 WHEN 'missing_model' THEN 'model-call span names no model (gen_ai.request.model / llm.model_name)'
+                 WHEN 'negative_tokens' THEN 'a token count is below zero'
+               END AS detail,
+               left(attributes_json, 500) AS raw
+        FROM otlp_spans WHERE _reason IS NOT NULL
+        UNION ALL
+        SELECT 'otlp', $display || ':' || line_no, bad,
+               CASE bad WHEN 'malformed_json' THEN 'line is not valid JSON'
+                        ELSE 'valid JSON but not an OTLP batch (no resourceSpans)' END,
+               raw
+        FROM otlp_batches WHERE bad IS NOT NULL
+        """,
+        {"display": display},
+    )
+    accepted, rejected, skipped = con.execute(
+        """
+        SELECT count(*) FILTER (WHERE _kind = 'call' AND _reason IS NULL),
+               count(*) FILTER (WHERE _reason IS NOT NULL),
+               count(*) FILTER (WHERE _kind = 'skip')
+        FROM otlp_spans
+        """
+    ).fetchone()
+    total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchone()
+    for t in ("otlp_prefix", "otlp_spans", "otlp_batches"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    if total_lines and bad_lines == total_lines:
+        raise UnreadableFile(display, "no line is an OTLP JSON batch", "check that the file holds OTLP traces")
+    return StageCounts(accepted=accepted, rejected=rejected + bad_lines, skipped=skipped)
+
+
+ADAPTERS = [OtlpJsonAdapter()]

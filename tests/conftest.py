@@ -1,0 +1,41 @@
+"""Shared fixtures: a fresh store per test, and the paths of fixture files and real data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from phaselens.pipeline.load import ingest
+from phaselens.pipeline.store import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+SAMPLE_LOGS = ROOT / "sample_logs"
+
+
+def shared_data_dir() -> Path | None:
+    """`../shared/data` beside the checkout (as CI lays it), or PHASELENS_SHARED/data."""
+    for base in (os.environ.get("PHASELENS_SHARED"), ROOT.parent / "shared"):
+        if base and (Path(base) / "data").is_dir():
+            return Path(base) / "data"
+    return None
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An empty store in a temporary folder; closed after the test."""
+    con = connect(tmp_path / "store.duckdb")
+    yield con
+    con.close()
+
+
+@pytest.fixture
+def load(store):
+    """Load paths into the test store and return the IngestResult."""
+
+    def _load(*paths, **kw):
+        return ingest(store, [str(p) for p in paths], **kw)
+
+    return _load
