@@ -1,0 +1,104 @@
+-- call_costs: what each model call cost in USD, split into the input side (prefill: uncached input, cache
+-- read, cache write) and the output side (decode: output tokens, reasoning included).
+-- Grain: one row per raw_calls.call_id.
+-- Upstream: raw_calls; price_table (USD per token per provider, model, raw model, UTC day, time-of-day
+-- window and input-token tier); pricing_gpu_call_costs (from gpu_costs.sql, for self-hosted deployments).
+-- Exact: tokens × DECIMAL unit price, never through DOUBLE, rounded once per bucket to DECIMAL(38, 12).
+-- A call without a price keeps NULL costs and priced = false, never $0; unpriced_reason says why:
+--   no_model, no_price, no_list_price_for_discount, self_hosted_no_deployment (from price_table),
+--   no_usage (a successful call without token counts), price_incomplete (tokens in a bucket the model has
+--   no price for), no_timing (a deployment call without phase times), outside_deployment_period.
+CREATE OR REPLACE TABLE call_costs AS
+WITH calls AS (
+  SELECT
+    call_id, provider, model, model_raw, status,
+    CAST(started_at AS DATE) AS day,
+    coalesce(hour(started_at) * 3600 + minute(started_at) * 60 + second(started_at), 0) AS second_of_day,
+    coalesce(uncached_input_tokens, 0) AS uncached_tokens,
+    coalesce(cache_read_tokens, 0) AS cache_read_tokens,
+    coalesce(cache_write_tokens, 0) - least(coalesce(cache_write_1h_tokens, 0), coalesce(cache_write_tokens, 0))
+      AS cache_write_5m_tokens,
+    least(coalesce(cache_write_1h_tokens, 0), coalesce(cache_write_tokens, 0)) AS cache_write_1h_tokens,
+    coalesce(output_tokens, 0) AS output_tokens,
+    coalesce(uncached_input_tokens, 0) + coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0)
+      AS total_input_tokens,
+    (uncached_input_tokens IS NOT NULL OR cache_read_tokens IS NOT NULL
+      OR cache_write_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS has_usage
+  FROM raw_calls
+),
+price AS (   -- the row of the call's key, time-of-day window and highest tier reached by its total input
+  SELECT
+    c.call_id,
+    p.uncached_input, p.cache_read, p.cache_write, p.cache_write_1h, p.output,
+    p.price_source, p.matched_model, p.deployment, p.unpriced_reason
+  FROM calls c
+  JOIN price_table p
+    ON p.provider IS NOT DISTINCT FROM c.provider
+   AND p.model IS NOT DISTINCT FROM c.model
+   AND p.model_raw IS NOT DISTINCT FROM c.model_raw
+   AND p.day IS NOT DISTINCT FROM c.day
+   AND c.second_of_day >= p.window_start_s AND c.second_of_day < p.window_end_s
+   AND p.tier_start_input_tokens <= c.total_input_tokens
+  QUALIFY row_number() OVER (PARTITION BY c.call_id ORDER BY p.tier_start_input_tokens DESC) = 1
+),
+token_costs AS (   -- USD as DECIMAL(38, 18); NULL where a bucket has tokens but no price
+  SELECT
+    c.call_id, c.status, c.has_usage,
+    p.price_source, p.matched_model, p.deployment, p.unpriced_reason AS key_reason,
+    CASE WHEN c.uncached_tokens = 0 THEN 0 ELSE c.uncached_tokens * p.uncached_input END AS uncached_cost,
+    CASE WHEN c.cache_read_tokens = 0 THEN 0 ELSE c.cache_read_tokens * p.cache_read END AS cache_read_cost,
+    CASE WHEN c.cache_write_5m_tokens = 0 THEN 0 ELSE c.cache_write_5m_tokens * p.cache_write END
+      + CASE WHEN c.cache_write_1h_tokens = 0 THEN 0 ELSE c.cache_write_1h_tokens * p.cache_write_1h END
+      AS cache_write_cost,
+    CASE WHEN c.output_tokens = 0 THEN 0 ELSE c.output_tokens * p.output END AS output_cost
+  FROM calls c
+  LEFT JOIN price p ON p.call_id = c.call_id
+),
+judged AS (
+  SELECT
+    t.*,
+    g.prefill_cost_usd, g.decode_cost_usd,
+    CASE
+      WHEN t.price_source = 'gpu_hours' THEN
+        CASE WHEN NOT coalesce(g.in_period, false) THEN 'outside_deployment_period'
+             WHEN NOT g.timed THEN 'no_timing' END
+      WHEN t.price_source IS NULL THEN coalesce(t.key_reason, 'no_price')
+      WHEN NOT t.has_usage AND coalesce(t.status, 'ok') <> 'error' THEN 'no_usage'
+      WHEN t.uncached_cost IS NULL OR t.cache_read_cost IS NULL OR t.cache_write_cost IS NULL
+        OR t.output_cost IS NULL THEN 'price_incomplete'
+    END AS unpriced_reason
+  FROM token_costs t
+  LEFT JOIN pricing_gpu_call_costs g ON g.call_id = t.call_id
+),
+costs AS (
+  SELECT
+    call_id, price_source, matched_model, deployment, unpriced_reason,
+    CASE WHEN unpriced_reason IS NULL THEN
+      CAST(CASE WHEN price_source = 'gpu_hours' THEN prefill_cost_usd ELSE uncached_cost END AS DECIMAL(38, 12))
+    END AS uncached_input_cost_usd,
+    CASE WHEN unpriced_reason IS NULL THEN
+      CAST(CASE WHEN price_source = 'gpu_hours' THEN 0 ELSE cache_read_cost END AS DECIMAL(38, 12))
+    END AS cache_read_cost_usd,
+    CASE WHEN unpriced_reason IS NULL THEN
+      CAST(CASE WHEN price_source = 'gpu_hours' THEN 0 ELSE cache_write_cost END AS DECIMAL(38, 12))
+    END AS cache_write_cost_usd,
+    CASE WHEN unpriced_reason IS NULL THEN
+      CAST(CASE WHEN price_source = 'gpu_hours' THEN decode_cost_usd ELSE output_cost END AS DECIMAL(38, 12))
+    END AS output_cost_usd
+  FROM judged
+)
+SELECT
+  call_id,
+  uncached_input_cost_usd,         -- self-hosted: the call's prefill share of its hour's GPU cost
+  cache_read_cost_usd,             -- self-hosted: 0 (cache hits show up as shorter prefill instead)
+  cache_write_cost_usd,            -- 5-minute and 1-hour cache writes; self-hosted: 0
+  output_cost_usd,                 -- reasoning included; self-hosted: the call's decode share
+  CAST(uncached_input_cost_usd + cache_read_cost_usd + cache_write_cost_usd AS DECIMAL(38, 12)) AS input_cost_usd,
+  CAST(uncached_input_cost_usd + cache_read_cost_usd + cache_write_cost_usd + output_cost_usd AS DECIMAL(38, 12))
+    AS cost_usd,
+  unpriced_reason IS NULL AS priced,
+  price_source,                    -- genai-prices | price_book | gpu_hours | NULL
+  matched_model,                   -- the list-price model or price book entry used
+  deployment,                      -- the self-hosted deployment that served the call
+  unpriced_reason
+FROM costs;
