@@ -88,7 +88,8 @@ def _sql(name: str) -> str:
 
 
 def _looks_like_otlp(src: SourceFile) -> bool:
-    return '"resourceSpans"' in src.head_text[:4096] or '"resource_spans"' in src.head_text[:4096]
+    text = src.head_text.lstrip()
+    return text[:1] in ("{", "[") and '"resourceSpans"' in text[:4096]
 
 
 def _is_json_lines(src: SourceFile) -> bool:

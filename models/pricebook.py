@@ -246,7 +246,7 @@ def _read(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise ConfigError(f"cannot read the price book {path}: {e.strerror or e}", "check the path") from e
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}", "check the path") from e
     try:
         if suffix == ".toml":
             return tomllib.loads(text, parse_float=Decimal)
@@ -254,7 +254,7 @@ def _read(path: Path) -> Any:
             return yaml.load(text, Loader=_DecimalYamlLoader) or {}
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
         raise ConfigError(f"{path} is not valid {suffix[1:].upper()}: {e}", "fix the syntax at the place named") from e
-    raise ConfigError(f"{path}: a price book must end in .toml, .yaml or .yml", "rename the file")
+    raise ConfigError(f"{path}: a configuration file must end in .toml, .yaml or .yml", "rename the file")
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
@@ -264,18 +264,23 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-def load_pricebook(path: Path | str) -> PriceBook:
-    """Read and validate a TOML or YAML price book; errors name the file, the field path and the fix."""
+def load_validated(path: Path | str, model: type[BaseModel], what: str, doc: str) -> Any:
+    """Read a TOML or YAML file into `model`; errors name the file, the field path and the fix."""
     path = Path(path)
     data = _read(path)
     try:
-        return PriceBook.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         lines, fixes = [], []
         for err in e.errors():
             lines.append(f"{path}: {_field_path(err['loc'])}: {err['msg']}")
-            fixes.append(_FIXES.get(err["type"], "see docs/pricebook.md"))
-        raise ConfigError("invalid price book\n  " + "\n  ".join(lines), "; ".join(dict.fromkeys(fixes))) from e
+            fixes.append(_FIXES.get(err["type"], f"see {doc}"))
+        raise ConfigError(f"invalid {what}\n  " + "\n  ".join(lines), "; ".join(dict.fromkeys(fixes))) from e
+
+
+def load_pricebook(path: Path | str) -> PriceBook:
+    """Read and validate a TOML or YAML price book; errors name the file, the field path and the fix."""
+    return load_validated(path, PriceBook, "price book", "docs/pricebook.md")
 
 
 def pricebook_json_schema() -> dict[str, Any]:

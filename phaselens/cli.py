@@ -1,3 +1,297 @@
-def main():
-    import phaselens.models, phaselens.ingest, phaselens.pipeline
-    print("ok", phaselens.models.__file__)
+"""The `phaselens` command: a thin skin over `pipeline/`; every command has an example in its help."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from phaselens.models import resolve_db
+from phaselens.models.config import load_config
+from phaselens.output import Format, query, render
+from phaselens.pipeline.errors import PhaselensError
+
+app = typer.Typer(
+    help="phaselens: split every LLM request's time and money into prefill and decode.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+DbOpt = Annotated[
+    Optional[Path], typer.Option("--db", help="Store file; default $PHASELENS_DB, else ./phaselens.duckdb.")
+]
+ConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option("--config", help="Configuration (TOML/YAML): price book, workload rules; default $PHASELENS_CONFIG."),
+]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+SinceOpt = Annotated[Optional[datetime], typer.Option("--since", help="Only calls started at or after (UTC).")]
+UntilOpt = Annotated[Optional[datetime], typer.Option("--until", help="Only calls started before (UTC).")]
+
+SAMPLE_LOGS = Path(__file__).resolve().parent.parent / "sample_logs"
+
+
+def _err(msg: str) -> None:
+    typer.echo(msg, err=True)
+
+
+def _fail(e: PhaselensError, code: int = 1) -> None:
+    _err(f"Error: {e.message}")
+    if e.fix:
+        _err(f"  fix: {e.fix}")
+    raise typer.Exit(code)
+
+
+def _open(db: Path | None, read_only: bool = False):
+    from phaselens.pipeline.store import connect
+
+    return connect(resolve_db(db), read_only=read_only)
+
+
+def _config(config: Path | None):
+    path = config or (Path(os.environ["PHASELENS_CONFIG"]) if os.environ.get("PHASELENS_CONFIG") else None)
+    return load_config(path)
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="Files, folders or globs of traces and billing exports.")],
+    db: DbOpt = None,
+    force: Annotated[bool, typer.Option(help="Read files again even when their content was loaded before.")] = False,
+    fx: Annotated[
+        Optional[list[str]], typer.Option(help="Exchange rate for a billing currency, as CUR=USD_PER_UNIT, e.g. EUR=1.08.")
+    ] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Load traces and billing exports into the store; the format is detected from each file's content.
+
+    Example: phaselens ingest sample_logs/ --db demo.duckdb
+    """
+    from decimal import Decimal, InvalidOperation
+
+    from phaselens.pipeline.load import ingest as run_ingest
+
+    rates = {}
+    for item in fx or []:
+        cur, _, rate = item.partition("=")
+        try:
+            rates[cur.strip().upper()] = Decimal(rate)
+        except InvalidOperation:
+            _fail(PhaselensError(f"--fx {item!r} is not CUR=RATE", "write it like EUR=1.08"), 2)
+    try:
+        con = _open(db)
+
+        def progress(r, i, n):
+            counts = f"{r.accepted:,} stored, {r.duplicates:,} duplicate, {r.rejected:,} rejected, {r.skipped:,} skipped"
+            line = f"[{i}/{n}] {r.status:9} {r.file} ({r.adapter or '-'}; {counts}; {r.seconds:.1f} s)"
+            _err(line + (f"\n          {r.message}" if r.message and r.status != "unchanged" else ""))
+
+        result = run_ingest(con, paths, options={"fx": rates}, force=force, on_file=progress)
+    except PhaselensError as e:
+        _fail(e, 2)
+    cols = ["file", "status", "adapter", "accepted", "duplicates", "rejected", "skipped", "seconds", "message"]
+    rows = [(f.file, f.status, f.adapter, f.accepted, f.duplicates, f.rejected, f.skipped, round(f.seconds, 3), f.message)
+            for f in result.files]
+    typer.echo(render(cols, rows, fmt))
+    if fmt == Format.table:
+        _err(
+            f"{len(result.files)} file(s): {result.total('accepted'):,} records stored, {result.total('rejected'):,} "
+            f"rejected (see `phaselens rejects`), {result.total('skipped'):,} skipped, {len(result.failed)} failed. "
+            "Next: `phaselens build`."
+        )
+    if result.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def rejects(
+    db: DbOpt = None,
+    reason: Annotated[Optional[str], typer.Option(help="Only this reason, e.g. malformed_json.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many rows (0 = all).")] = 50,
+    summary: Annotated[bool, typer.Option(help="Counts per source and reason instead of rows.")] = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Show quarantined records with their reason and where they came from.
+
+    Example: phaselens rejects --summary
+    """
+    try:
+        con = _open(db, read_only=True)
+    except PhaselensError as e:
+        _fail(e)
+    if summary:
+        cols, rows = query(con, "SELECT source, reason, count(*) AS records FROM rejects GROUP BY ALL ORDER BY records DESC")
+    else:
+        sql = "SELECT source, reason, locator, detail, raw, load_id FROM rejects WHERE ($r IS NULL OR reason = $r) ORDER BY rejected_at, locator"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        cols, rows = query(con, sql, {"r": reason})
+    typer.echo(render(cols, rows, fmt))
+
+
+@app.command()
+def loads(db: DbOpt = None, limit: Annotated[int, typer.Option(help="Most recent N files.")] = 50, fmt: FormatOpt = Format.table) -> None:
+    """Show the ingest ledger: each file per run with its counts and status.
+
+    Example: phaselens loads --format json
+    """
+    try:
+        con = _open(db, read_only=True)
+    except PhaselensError as e:
+        _fail(e)
+    cols, rows = query(
+        con,
+        "SELECT finished_at, file, adapter, status, accepted, duplicates, rejected, skipped, message FROM loads "
+        f"ORDER BY finished_at DESC LIMIT {int(limit)}",
+    )
+    typer.echo(render(cols, rows, fmt))
+
+
+@app.command()
+def build(db: DbOpt = None, config: ConfigOpt = None) -> None:
+    """Derive timing, costs, workloads and rollups from what is loaded; safe to run again.
+
+    Example: phaselens build --config phaselens.toml
+    """
+    from phaselens.pipeline.build import build as run_build
+
+    try:
+        cfg = _config(config)
+        con = _open(db)
+        result = run_build(con, cfg, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
+    except PhaselensError as e:
+        _fail(e)
+    _err(
+        f"built {result.calls:,} calls into {result.workloads} workloads "
+        f"({result.estimated_calls:,} with estimated timing, {result.unpriced_calls:,} unpriced)."
+    )
+
+
+def _need_build(con) -> None:
+    from phaselens.pipeline.errors import StoreError
+
+    have = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'workloads'").fetchone()[0]
+    if not have:
+        raise StoreError("the store has not been built yet", "run `phaselens build` after `phaselens ingest`")
+
+
+@app.command()
+def workloads(
+    db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
+    all_columns: Annotated[bool, typer.Option("--all", help="Every column of the view (json/csv always have all).")] = False,
+) -> None:
+    """Per workload: the phase that dominates time and money, its shape, diagnosis and lever.
+
+    Example: phaselens workloads --since 2026-11-16 --format json
+    """
+    try:
+        con = _open(db, read_only=True)
+        _need_build(con)
+    except PhaselensError as e:
+        _fail(e)
+    cols, rows = query(con, "SELECT * FROM workload_stats($s, $u)", {"s": since, "u": until})
+    if fmt == Format.table and not all_columns:
+        keep = ["workload", "calls", "ttft_p50_s", "itl_p50_s", "prefill_time_share", "prefill_cost_share",
+                "cost_usd", "dominant_latency_phase", "dominant_cost_phase", "shape_class", "lever"]
+        idx = [cols.index(c) for c in keep]
+        cols, rows = keep, [tuple(r[i] for i in idx) for r in rows]
+    typer.echo(render(cols, rows, fmt, max_width=90))
+
+
+@app.command()
+def explain(
+    workload: Annotated[str, typer.Argument(help="Workload name, as `phaselens workloads` lists it.")],
+    db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+) -> None:
+    """Say in plain words where a workload's time and money go, why, and what would fix it.
+
+    Example: phaselens explain agent
+    """
+    from phaselens.pipeline.explain import explain as run_explain
+
+    try:
+        con = _open(db, read_only=True)
+        _need_build(con)
+        typer.echo(run_explain(con, workload, since, until))
+    except PhaselensError as e:
+        _fail(e)
+
+
+def _streamlit_cmd(db: Path, port: int, headless: bool) -> list[str]:
+    script = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+    if not script.exists():  # installed without the source tree
+        from importlib import resources
+
+        script = Path(str(resources.files("phaselens.app").joinpath("streamlit_app.py")))
+    return [
+        sys.executable, "-m", "streamlit", "run", str(script),
+        "--server.port", str(port), "--server.headless", "true" if headless else "false",
+        "--browser.gatherUsageStats", "false", "--", "--db", str(db),
+    ]
+
+
+@app.command()
+def dashboard(
+    db: DbOpt = None,
+    port: Annotated[int, typer.Option(help="Port to serve on (localhost).")] = 8501,
+    headless: Annotated[bool, typer.Option(help="Do not open a browser.")] = False,
+) -> None:
+    """Start the Streamlit dashboard on a store.
+
+    Example: phaselens dashboard --db demo.duckdb --port 8501 --headless
+    """
+    path = resolve_db(db)
+    if not path.exists():
+        _fail(PhaselensError(f"no store at {path}", "run `phaselens demo` or `phaselens ingest PATH` first"))
+    _err(f"dashboard on http://localhost:{port} (store {path}); Ctrl+C to stop")
+    raise typer.Exit(subprocess.call(_streamlit_cmd(path, port, headless)))
+
+
+@app.command()
+def demo(
+    db: Annotated[Path, typer.Option("--db", help="Store file for the demo.")] = Path("phaselens-demo.duckdb"),
+    port: Annotated[int, typer.Option(help="Dashboard port.")] = 8501,
+    headless: Annotated[bool, typer.Option(help="Do not open a browser.")] = False,
+    no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="Ingest and build only.")] = False,
+) -> None:
+    """Ingest the bundled sample day, build the store and open the dashboard.
+
+    Example: phaselens demo --headless --port 8501
+    """
+    from phaselens.pipeline.build import build as run_build
+    from phaselens.pipeline.load import ingest as run_ingest
+
+    if not SAMPLE_LOGS.is_dir():
+        _fail(PhaselensError(f"sample data not found at {SAMPLE_LOGS}", "run the demo from a checkout of phaselens"))
+    try:
+        con = _open(db)
+        example = SAMPLE_LOGS / "phaselens.toml"
+        cfg = load_config(example if example.exists() else None)
+        result = run_ingest(
+            con, [SAMPLE_LOGS], on_file=lambda r, i, n: _err(f"[{i}/{n}] {r.status:9} {r.file} ({r.accepted:,} stored)")
+        )
+        b = run_build(con, cfg)
+        con.close()
+    except PhaselensError as e:
+        _fail(e)
+    _err(f"demo store {db}: {result.total('accepted'):,} records from {len(result.files)} files; {b.workloads} workloads.")
+    if not no_dashboard:
+        _err(f"dashboard on http://localhost:{port}; Ctrl+C to stop")
+        raise typer.Exit(subprocess.call(_streamlit_cmd(db, port, headless)))
+
+
+def main() -> None:
+    try:
+        app()
+    except PhaselensError as e:
+        _err(f"Error: {e.message}")
+        if e.fix:
+            _err(f"  fix: {e.fix}")
+        sys.exit(1)

@@ -1,0 +1,3 @@
+from phaselens.cli import main
+
+main()

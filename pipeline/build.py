@@ -1,0 +1,116 @@
+"""Build: derive everything from the raw tables, in one transaction, idempotently.
+
+Stages, in order (each leaves one or more tables; SQL in `pipeline/sql/`):
+1. `call_workload`     workload per call from the configured rules (default: feature tag, then service)
+2. `call_concurrency`  calls of the same model in flight when each call started
+3. `call_timing`       measured timing, or the latency model's estimate (`latency_fits`)
+4. `call_costs`        cost per call split by token bucket (`price_table`, `deployment_costs`)
+5. `caching_*`         prefix reuse and what a prompt cache would save
+6. `call_attribution`  the per-call results joined; `requests` reads it
+7. `workloads`         per-workload split, dominance, shape, diagnosis and lever
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import duckdb
+
+from phaselens.models.config import Config, WorkloadRule
+
+from .store import sql_text
+
+
+@dataclass
+class BuildResult:
+    calls: int = 0
+    workloads: int = 0
+    unpriced_calls: int = 0
+    estimated_calls: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def workload_rules_sql(rules: list[WorkloadRule]) -> tuple[str, dict[str, str]]:
+    """The CREATE TABLE call_workload statement for `rules` (first match wins) and its bound parameters."""
+    params: dict[str, str] = {}
+    whens: list[str] = []
+
+    def bind(value: str) -> str:
+        name = f"p{len(params)}"
+        params[name] = value
+        return f"${name}"
+
+    columns = {"feature": "workload_hint", "service": "service", "provider": "provider", "model": "model",
+               "operation": "operation"}
+    for rule in rules:
+        conds = [
+            f"regexp_matches(coalesce({col}, ''), {bind(getattr(rule, key))})"
+            for key, col in columns.items()
+            if getattr(rule, key) is not None
+        ]
+        for attr, pattern in rule.attributes.items():
+            path = '$."' + attr.replace('"', '\\"') + '"'
+            conds.append(f"regexp_matches(coalesce(json_extract_string(attributes_json, {bind(path)}), ''), {bind(pattern)})")
+        whens.append(f"WHEN {' AND '.join(conds)} THEN {bind(rule.name)}")
+    case = f"CASE {' '.join(whens)} ELSE {{default}} END" if whens else "{default}"
+    default = "coalesce(nullif(workload_hint, ''), nullif(service, ''), 'unassigned')"
+    sql = (
+        "CREATE OR REPLACE TABLE call_workload AS\n"
+        f"SELECT call_id, {case.format(default=default)} AS workload FROM raw_calls"
+    )
+    return sql, params
+
+
+def _settings_table(con: duckdb.DuckDBPyConnection, config: Config) -> None:
+    values = {**config.shapes.model_dump(), **config.diagnosis.model_dump()}
+    cols = ", ".join(f"${k} AS {k}" for k in values)
+    con.execute(f"CREATE OR REPLACE TABLE build_settings AS SELECT {cols}", values)
+
+
+def build(
+    con: duckdb.DuckDBPyConnection,
+    config: Config | None = None,
+    *,
+    on_stage: Callable[[str, float], None] | None = None,
+) -> BuildResult:
+    """Re-derive every built table and view from the raw tables; running it twice gives the same store."""
+    from .caching import build_caching
+    from .latency import build_timing
+    from .pricing import build_costs
+
+    config = config or Config()
+    result = BuildResult()
+
+    def stage(name: str, fn: Callable[[], None]) -> None:
+        t = time.perf_counter()
+        fn()
+        result.seconds[name] = time.perf_counter() - t
+        if on_stage:
+            on_stage(name, result.seconds[name])
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        stage("settings", lambda: _settings_table(con, config))
+        sql, params = workload_rules_sql(config.workloads)
+        stage("workloads rules", lambda: con.execute(sql, params))
+        stage("concurrency", lambda: con.execute(sql_text("call_concurrency")))
+        stage("latency", lambda: build_timing(con, config.latency))
+        stage("costs", lambda: build_costs(con, config.pricebook))
+        stage("caching", lambda: build_caching(con, config.caching))
+        stage("attribution", lambda: con.execute(sql_text("call_attribution")))
+        stage("workloads", lambda: con.execute(sql_text("workloads")))
+        con.execute(
+            "INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))"
+        )
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    result.calls, result.unpriced_calls, result.estimated_calls = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated') "
+        "FROM requests"
+    ).fetchone()
+    result.workloads = con.execute("SELECT count(*) FROM workloads").fetchone()[0]
+    return result

@@ -1,0 +1,165 @@
+-- workload_stats(since, until): per workload over calls started in [since, until) (NULL = open), the
+-- phase split of time and money, which phase dominates, the shape class, a diagnosis with its
+-- evidence and the lever. Grain: one row per workload. Upstream: requests, build_settings,
+-- caching_by_workload. `workloads` is the same over the whole store.
+CREATE OR REPLACE MACRO workload_stats(since, until) AS TABLE
+WITH calls AS (
+  SELECT * FROM requests
+  WHERE (since IS NULL OR started_at >= CAST(since AS TIMESTAMP))
+    AND (until IS NULL OR started_at < CAST(until AS TIMESTAMP))
+),
+contention AS (
+  -- ITL of the calls that ran with the most company vs the least (top vs bottom concurrency quartile)
+  SELECT workload,
+         median(itl_s) FILTER (WHERE q = 4) / nullif(median(itl_s) FILTER (WHERE q = 1), 0) AS itl_contention_ratio,
+         median(concurrency) FILTER (WHERE q = 4) AS concurrency_high,
+         median(concurrency) FILTER (WHERE q = 1) AS concurrency_low
+  FROM (SELECT workload, itl_s, concurrency, ntile(4) OVER (PARTITION BY workload ORDER BY concurrency) AS q
+        FROM calls WHERE itl_s IS NOT NULL AND concurrency IS NOT NULL)
+  GROUP BY workload
+  HAVING count(*) >= 40 AND max(concurrency) > min(concurrency)
+),
+agg AS (
+  SELECT
+    workload,
+    count(*) AS calls,
+    count(*) FILTER (WHERE status = 'error') AS error_calls,
+    string_agg(DISTINCT provider || '/' || model, ', ' ORDER BY provider || '/' || model) AS models,
+    min(started_at) AS first_call_at,
+    max(started_at) AS last_call_at,
+    sum(uncached_input_tokens)::BIGINT AS uncached_input_tokens,
+    sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+    sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
+    sum(output_tokens)::BIGINT AS output_tokens,
+    sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+    median(input_tokens) AS input_tokens_p50,
+    median(output_tokens) AS output_tokens_p50,
+    quantile_cont(ttft_s, 0.50) AS ttft_p50_s,
+    quantile_cont(ttft_s, 0.90) AS ttft_p90_s,
+    quantile_cont(ttft_s, 0.95) AS ttft_p95_s,
+    quantile_cont(ttft_s, 0.99) AS ttft_p99_s,
+    quantile_cont(itl_s, 0.50) AS itl_p50_s,
+    quantile_cont(itl_s, 0.90) AS itl_p90_s,
+    quantile_cont(itl_s, 0.95) AS itl_p95_s,
+    quantile_cont(itl_s, 0.99) AS itl_p99_s,
+    quantile_cont(e2e_s, 0.50) AS e2e_p50_s,
+    quantile_cont(e2e_s, 0.95) AS e2e_p95_s,
+    -- time in the prefill phase is the time to the first token (queueing included, as the caller sees it)
+    sum(coalesce(ttft_s, prefill_s)) FILTER (WHERE decode_s IS NOT NULL) AS prefill_time_s,
+    sum(decode_s) FILTER (WHERE coalesce(ttft_s, prefill_s) IS NOT NULL) AS decode_time_s,
+    sum(queue_s) FILTER (WHERE ttft_s IS NOT NULL) / nullif(sum(ttft_s) FILTER (WHERE queue_s IS NOT NULL), 0)
+      AS queue_share_of_ttft,
+    count(*) FILTER (WHERE timing_source IN ('measured', 'events')) AS measured_calls,
+    count(*) FILTER (WHERE timing_source = 'estimated') AS estimated_calls,
+    sum(input_cost_usd) AS input_cost_usd,
+    sum(output_cost_usd) AS output_cost_usd,
+    sum(cost_usd) AS cost_usd,
+    count(*) FILTER (WHERE NOT priced) AS unpriced_calls
+  FROM calls
+  GROUP BY workload
+),
+shares AS (
+  SELECT
+    a.*,
+    a.prefill_time_s / nullif(a.prefill_time_s + a.decode_time_s, 0) AS prefill_time_share,
+    a.decode_time_s / nullif(a.prefill_time_s + a.decode_time_s, 0) AS decode_time_share,
+    CAST(a.input_cost_usd AS DOUBLE) / nullif(CAST(a.input_cost_usd + a.output_cost_usd AS DOUBLE), 0) AS prefill_cost_share,
+    CAST(a.output_cost_usd AS DOUBLE) / nullif(CAST(a.input_cost_usd + a.output_cost_usd AS DOUBLE), 0) AS decode_cost_share,
+    k.itl_contention_ratio, k.concurrency_high, k.concurrency_low,
+    cw.reuse_share, cw.achieved_share, cw.usd_saved AS cache_usd_saved, cw.ttft_saved_p50_s AS cache_ttft_saved_p50_s,
+    cw.lifetime_s AS cache_lifetime_s,
+    s.*
+  FROM agg a
+  LEFT JOIN contention k USING (workload)
+  LEFT JOIN caching_by_workload cw USING (workload)
+  CROSS JOIN build_settings s
+),
+classified AS (
+  SELECT
+    *,
+    CASE WHEN prefill_time_share IS NULL THEN NULL
+         WHEN prefill_time_share >= 0.5 THEN 'prefill' ELSE 'decode' END AS dominant_latency_phase,
+    CASE WHEN prefill_cost_share IS NULL THEN NULL
+         WHEN prefill_cost_share >= 0.5 THEN 'prefill' ELSE 'decode' END AS dominant_cost_phase,
+    CASE
+      WHEN input_tokens_p50 IS NULL THEN NULL
+      WHEN input_tokens_p50 >= large_context_min_tokens AND output_tokens_p50 >= long_output_min_tokens
+        THEN 'large_context_long_output'
+      WHEN input_tokens_p50 >= large_context_min_tokens THEN 'large_context_short_answer'
+      WHEN output_tokens_p50 >= long_output_min_tokens THEN 'short_prompt_long_output'
+      WHEN input_tokens_p50 < short_prompt_max_tokens AND output_tokens_p50 < short_output_max_tokens
+        THEN 'short_prompt_short_output'
+      ELSE 'medium_prompt_focused_edit'
+    END AS shape_class,
+    CASE
+      WHEN queue_share_of_ttft >= queue_share_min THEN 'queueing'
+      WHEN reuse_share >= cold_cache_reuse_min AND coalesce(achieved_share, 0) < reuse_share / 2 THEN 'cold_cache'
+      WHEN input_tokens_p50 >= large_context_min_tokens THEN 'long_context'
+      ELSE 'prompt_processing'
+    END AS ttft_cause,
+    CASE
+      WHEN itl_contention_ratio >= contention_ratio_min THEN 'batch_contention'
+      WHEN itl_p50_s >= slow_itl_s THEN 'slow_model'
+      WHEN output_tokens_p50 >= long_output_min_tokens THEN 'long_outputs'
+      ELSE 'output_length'
+    END AS itl_cause
+  FROM shares
+)
+SELECT
+  workload, calls, error_calls, models, first_call_at, last_call_at,
+  uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+  input_tokens_p50, output_tokens_p50,
+  ttft_p50_s, ttft_p90_s, ttft_p95_s, ttft_p99_s, itl_p50_s, itl_p90_s, itl_p95_s, itl_p99_s, e2e_p50_s, e2e_p95_s,
+  prefill_time_s, decode_time_s, prefill_time_share, decode_time_share, queue_share_of_ttft,
+  measured_calls, estimated_calls,
+  input_cost_usd, output_cost_usd, cost_usd, unpriced_calls, prefill_cost_share, decode_cost_share,
+  dominant_latency_phase, dominant_cost_phase, shape_class,
+  CASE WHEN dominant_latency_phase = 'prefill' THEN ttft_cause WHEN dominant_latency_phase = 'decode' THEN itl_cause END
+    AS cause,
+  itl_contention_ratio, reuse_share, achieved_share, cache_usd_saved,
+  CASE
+    WHEN dominant_latency_phase IS NULL THEN 'No call of this workload has timing to split.'
+    WHEN dominant_latency_phase = 'prefill' THEN
+      printf('Prefill dominates: %.0f%% of call time is before the first token (TTFT p50 %.3f s, p95 %.3f s). ',
+             100 * prefill_time_share, ttft_p50_s, ttft_p95_s) ||
+      CASE ttft_cause
+        WHEN 'queueing' THEN printf('Cause: queueing; %.0f%% of TTFT is spent waiting in the server queue.', 100 * queue_share_of_ttft)
+        WHEN 'cold_cache' THEN printf('Cause: cold cache; %.0f%% of input tokens repeat a prefix seen within %s s, but only %.0f%% were read from cache.',
+                                      100 * reuse_share, cache_lifetime_s, 100 * coalesce(achieved_share, 0))
+        WHEN 'long_context' THEN printf('Cause: long context; the median call sends %,d input tokens.', input_tokens_p50::BIGINT)
+        ELSE printf('Cause: prompt processing of a median %,d input tokens before a median %,d output tokens.',
+                    input_tokens_p50::BIGINT, output_tokens_p50::BIGINT)
+      END
+    ELSE
+      printf('Decode dominates: %.0f%% of call time is spent generating (ITL p50 %.1f ms/token, median %,d output tokens). ',
+             100 * decode_time_share, 1000 * itl_p50_s, output_tokens_p50::BIGINT) ||
+      CASE itl_cause
+        WHEN 'batch_contention' THEN printf('Cause: batch contention; ITL is %.1fx higher with ~%.0f calls in flight than with ~%.0f.',
+                                            itl_contention_ratio, concurrency_high, concurrency_low)
+        WHEN 'slow_model' THEN printf('Cause: a slow model; %.1f ms per output token at the median.', 1000 * itl_p50_s)
+        WHEN 'long_outputs' THEN printf('Cause: long outputs; %,d tokens at the median, each a sequential decode step.', output_tokens_p50::BIGINT)
+        ELSE printf('Cause: output length; %,d tokens at the median.', output_tokens_p50::BIGINT)
+      END
+  END AS diagnosis,
+  CASE
+    WHEN dominant_latency_phase IS NULL THEN 'Load traces with timing (TTFT or duration) to see which phase to fix.'
+    WHEN dominant_latency_phase = 'prefill' THEN
+      CASE ttft_cause
+        WHEN 'queueing' THEN 'Add prefill capacity (more replicas, or separate prefill from decode) so requests stop waiting in the queue.'
+        WHEN 'cold_cache' THEN printf('Turn on prompt caching for the repeated prefix: it would save $%.2f and about %.0f ms of TTFT per call.',
+                                      coalesce(cache_usd_saved, 0), 1000 * coalesce(cache_ttft_saved_p50_s, 0))
+        WHEN 'long_context' THEN 'Send less context (retrieve fewer files, summarise history) or cache the stable prefix: prefill time grows with every input token.'
+        ELSE 'Keep prompts short and the model close: TTFT is the experience here, so trim the prompt and avoid queueing.'
+      END
+    ELSE
+      CASE itl_cause
+        WHEN 'batch_contention' THEN 'Reduce batch contention: add decode capacity or cap the batch size at peak, since ITL rises with concurrent calls.'
+        WHEN 'slow_model' THEN 'Route generation to a faster model or serving tier: every output token pays the per-token decode time.'
+        WHEN 'long_outputs' THEN 'Shorten outputs (tighter max_tokens, terser formats, fewer reasoning tokens): decode time and output cost scale with every token.'
+        ELSE 'Cap output length where the answer allows it: decode time scales with output tokens.'
+      END
+  END AS lever
+FROM classified
+ORDER BY cost_usd DESC NULLS LAST, calls DESC;
+
+CREATE OR REPLACE VIEW workloads AS SELECT * FROM workload_stats(NULL, NULL);
