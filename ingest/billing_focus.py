@@ -1,0 +1,160 @@
+"""FOCUS 1.0-1.2 cost and usage data (FinOps Open Cost and Usage Specification), CSV or Parquet.
+
+Every row becomes a `BillingLine`, so per-provider sums of `BilledCost` are kept to the cent:
+cloud charges that are not LLM tokens (compute, storage, network ...) are token type `other` with
+no model and no quantity. Real exports bend the spec, and these quirks are read as data:
+literal `NULL` cells, timestamps without `T`/`Z` (`2024-09-18 22:00:00`, taken as UTC),
+`Usage-Based`/`Usage-based`, negative corrections (kept as negative cost), `PricingQuantity` in
+unit blocks unlike `ConsumedQuantity`, Tags JSON whose keys carry stray spaces (`" org"`, stripped),
+and shifted columns such as a numeric `AvailabilityZone` (never read as a location).
+
+Provider: LLM services map to the GenAI provider names (`Amazon Bedrock` -> `aws.bedrock`, Azure
+OpenAI -> `azure.ai.openai`, `Vertex AI` -> `gcp.vertex_ai`); a provider that is itself an LLM
+vendor (OpenAI, Anthropic ...) is normalised; a marketplace model (a cloud `ProviderName` with an
+LLM vendor as `PublisherName`) goes to that cloud's model service. Any other row keeps the cloud's
+own name, lower-cased (`aws`, `microsoft`, `oracle`), so cloud spend never counts as LLM spend.
+
+Token rows (`ConsumedUnit` or `PricingUnit` mentioning tokens, e.g. `1000 Tokens`) get their token
+type from the provider's own naming in `SkuId` / `SkuMeter` / `ChargeDescription` (see
+`billing_vocab`), then from plain words (`Input Tokens`, `Cache Read`), else `other`; the quantity
+is `ConsumedQuantity` in tokens, or `PricingQuantity` times the block its unit names.
+`BillingAccountId` -> account, `SubAccountId` -> project, `ChargeCategory` (with `_correction` for
+ChargeClass Correction) -> charge_category.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from .base import Record, SourceFile
+from .billing_common import (
+    LineMaker, column_key, parse_decimal, parse_tags, parse_timestamp, snake, unit_multiplier,
+)
+from .billing_io import Row, table_keys, table_records
+from .billing_vocab import NameInfo, azure_meter, bedrock_model_from_arn, bedrock_usage_type, gemini_sku, token_type_from_text
+from .normalize import normalize_provider
+
+FORMAT = "FOCUS"
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "BilledCost": (), "BillingCurrency": (), "ChargePeriodStart": (), "ChargePeriodEnd": (),
+    "ProviderName": (), "ChargeCategory": (),
+}
+# columns no other billing format has; three of them make a FOCUS file even if a required one is gone
+SIGNATURE = frozenset(column_key(c) for c in (
+    "BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "ChargePeriodStart", "ChargePeriodEnd",
+    "ChargeCategory", "ProviderName", "InvoiceIssuerName", "PricingQuantity",
+))
+# ServiceName pattern -> provider alias for `normalize_provider`, first match wins
+LLM_SERVICES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"bedrock", re.I), "bedrock"),
+    (re.compile(r"openai", re.I), "azure_openai"),
+    (re.compile(r"vertex\s*ai|gemini", re.I), "vertex_ai"),
+]
+LLM_VENDORS = frozenset({"openai", "anthropic", "mistral", "mistralai", "cohere", "deepseek", "xai", "groq", "meta", "ai21"})
+# cloud ProviderName -> the alias of its model service, for marketplace models
+CLOUD_MODEL_SERVICES = {"aws": "bedrock", "amazonwebservices": "bedrock", "microsoft": "azure.ai.inference",
+                        "azure": "azure.ai.inference", "google": "vertex_ai", "googlecloud": "vertex_ai"}
+# provider -> (parser, columns it reads) for the provider's own token naming
+NAME_PARSERS = {
+    "aws.bedrock": (bedrock_usage_type, ("SkuId", "x_UsageType")),
+    "azure.ai.openai": (azure_meter, ("SkuMeter", "x_SkuMeterName", "ChargeDescription")),
+    "gcp.vertex_ai": (gemini_sku, ("ChargeDescription", "SkuMeter", "x_SkuDescription")),
+}
+IDENTITY_COLUMNS = (
+    "Id", "ResourceId", "RegionId", "AvailabilityZone", "ChargeFrequency", "ChargeClass", "PricingQuantity",
+    "PricingUnit", "ConsumedQuantity", "ConsumedUnit", "ListCost", "EffectiveCost", "ContractedCost",
+    "CommitmentDiscountId", "ServiceName", "PublisherName", "InvoiceIssuerName", "BillingPeriodStart",
+)
+
+
+def focus_provider(row: Row) -> tuple[str, bool]:
+    """(provider, is an LLM service) of a FOCUS row."""
+    provider_name = row.text("ProviderName") or ""
+    service = row.text("ServiceName") or ""
+    for pattern, alias in LLM_SERVICES:
+        if pattern.search(service):
+            if alias == "azure_openai" and column_key(provider_name) not in ("microsoft", "azure"):
+                alias = "openai"
+            return normalize_provider(alias) or alias, True
+    if column_key(provider_name) in LLM_VENDORS:
+        return normalize_provider(provider_name) or provider_name.lower(), True
+    publisher = column_key(row.text("PublisherName") or "")
+    cloud = CLOUD_MODEL_SERVICES.get(column_key(provider_name))
+    if cloud and publisher in LLM_VENDORS:
+        alias = "azure.ai.openai" if cloud == "azure.ai.inference" and publisher == "openai" else cloud
+        return normalize_provider(alias) or alias, True
+    return provider_name.strip().lower(), False
+
+
+def _is_token_unit(unit: Any) -> bool:
+    return unit is not None and "token" in str(unit).lower()
+
+
+def _token_quantity(row: Row) -> Decimal | None:
+    """Tokens of a token row: ConsumedQuantity in tokens, else PricingQuantity times its block."""
+    for qty_col, unit_col in (("ConsumedQuantity", "ConsumedUnit"), ("PricingQuantity", "PricingUnit")):
+        unit = row.get(unit_col)
+        block = unit_multiplier(unit) if _is_token_unit(unit) else None
+        qty = parse_decimal(row.get(qty_col), qty_col, required=False) if block else None
+        if block and qty is not None:
+            return qty * block[0]
+    return None
+
+
+def _name_info(row: Row, provider: str) -> NameInfo:
+    parser, columns = NAME_PARSERS.get(provider, (None, ()))
+    for column in columns:
+        info = parser(row.text(column)) if parser else NameInfo()
+        if info.token_type:
+            return info
+    for column in ("SkuMeter", "ChargeDescription"):
+        token_type = token_type_from_text(row.text(column))
+        if token_type:
+            return NameInfo(token_type)
+    return NameInfo()
+
+
+def _row_records(row: Row, maker: LineMaker) -> Iterator[Record]:
+    start = parse_timestamp(row.get("ChargePeriodStart"), "ChargePeriodStart")
+    end = parse_timestamp(row.get("ChargePeriodEnd"), "ChargePeriodEnd")
+    cost = parse_decimal(row.get("BilledCost"), "BilledCost")
+    provider, _ = focus_provider(row)
+    is_token = _is_token_unit(row.get("ConsumedUnit")) or _is_token_unit(row.get("PricingUnit"))
+    info = _name_info(row, provider) if is_token else NameInfo()
+    resource = row.text("ResourceId")
+    arn_model = bedrock_model_from_arn(resource) if is_token else None
+    category = snake(row.text("ChargeCategory") or "")
+    if (row.text("ChargeClass") or "").lower() == "correction":
+        category += "_correction"
+    yield maker.line(
+        row.where, period_start=start, period_end=end, provider=provider,
+        token_type=(info.token_type or "other") if is_token else "other", cost=cost,
+        currency=row.text("BillingCurrency"), quantity_tokens=_token_quantity(row) if is_token else None,
+        account=row.get("BillingAccountId"), project=row.get("SubAccountId"),
+        model=arn_model or info.model, model_raw=resource if arn_model else info.model_raw,
+        charge_category=category, sku=row.get("SkuPriceId", "SkuId"), description=row.get("ChargeDescription"),
+        tags={**info.tags, **parse_tags(row.get("Tags"))},
+        identity={c: row.text(c) for c in IDENTITY_COLUMNS},
+    )
+
+
+class FocusAdapter:
+    """FOCUS CSV or Parquet: every row a line (non-token rows `other`), totals kept to the cent."""
+
+    name: ClassVar[str] = "focus"
+    kind: ClassVar[str] = "billing"
+    priority: ClassVar[int] = 20
+
+    def sniff(self, src: SourceFile) -> bool:
+        """True when the CSV header or Parquet schema has three or more FOCUS-only columns."""
+        return len(table_keys(src) & SIGNATURE) >= 3
+
+    def parse(self, src: SourceFile) -> Iterator[Record]:
+        """One line per row; SchemaMismatch when a mandatory FOCUS column is missing."""
+        yield from table_records(src, self.name, FORMAT, REQUIRED, _row_records)
+
+
+ADAPTERS = [FocusAdapter()]

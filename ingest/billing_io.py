@@ -1,0 +1,267 @@
+"""Readers shared by the billing adapters: CSV, Parquet and JSON, each row behind one `Row` interface.
+
+- `Row` gives column-insensitive access (see `billing_common.column_key`); nested JSON objects are
+  flattened to dotted names, so `{"service": {"description": ...}}` and a CSV column
+  `service.description` or `service_description` read the same.
+- `open_table` reads CSV (comma or tab, plain or gzip) and Parquet; `read_json_values` reads one JSON
+  document, a JSON array or JSON Lines, with floats kept exact as `Decimal`.
+- `guarded` runs one row whole and turns a `RowError` into a `Reject`, so a bad row never stops the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from phaselens.models import Reject
+from phaselens.models.records import truncate_raw
+
+from .base import Record, SourceFile, UnreadableFile
+from .billing_common import LineMaker, RowError, clean, column_key, require_columns
+
+PARQUET_MAGIC = b"PAR1"
+
+
+def flatten(obj: dict, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys (`{"sku": {"id": 1}}` -> `{"sku.id": 1}`); lists stay values."""
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+@dataclass
+class Row:
+    """One input row with column-insensitive access; `where` is its locator suffix (line, row, path)."""
+
+    values: dict[str, Any]
+    where: str
+    original: Any = None
+    problem: str | None = None
+
+    @classmethod
+    def of(cls, mapping: dict, where: str, original: Any = None) -> Row:
+        """A row from a (possibly nested) mapping; NULL-like strings become None."""
+        values: dict[str, Any] = {}
+        for k, v in flatten(mapping).items():
+            values.setdefault(column_key(str(k)), clean(v))
+        return cls(values, where, mapping if original is None else original)
+
+    def get(self, *names: str) -> Any:
+        """The first non-empty value among the given column names (any casing or separator)."""
+        for name in names:
+            v = self.values.get(column_key(name))
+            if v is not None:
+                return v
+        return None
+
+    def text(self, *names: str) -> str | None:
+        """Like `get`, as a string."""
+        v = self.get(*names)
+        return None if v is None else str(v)
+
+    def raw(self) -> str:
+        """The row as JSON text, for a reject's `raw` column."""
+        return json.dumps(self.original, default=str, ensure_ascii=False)
+
+
+@dataclass
+class Table:
+    """A tabular file: its column names and a way to iterate its rows."""
+
+    columns: list[str]
+    rows: Callable[[], Iterator[Row]]
+
+    @property
+    def keys(self) -> set[str]:
+        """The column keys (see `column_key`) of the file's columns."""
+        return {column_key(c) for c in self.columns}
+
+
+def parquet_file(src: SourceFile):
+    """The pyarrow ParquetFile of `src` (gzip-wrapped files are decompressed in memory)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if src.compression == "gzip":
+        return pq.ParquetFile(pa.BufferReader(src.read_bytes()))
+    return pq.ParquetFile(src.path)
+
+
+def is_parquet(src: SourceFile) -> bool:
+    """Parquet files start with the magic bytes `PAR1`."""
+    return src.head[:4] == PARQUET_MAGIC
+
+
+def table_keys(src: SourceFile) -> set[str]:
+    """Column keys of a CSV header or a Parquet schema, for sniffing; empty when neither."""
+    if is_parquet(src):
+        try:
+            return {column_key(n) for n in parquet_file(src).schema_arrow.names}
+        except Exception:  # noqa: BLE001 - a corrupt footer is simply not ours to claim
+            return set()
+    header = src.csv_header()
+    return {column_key(c) for c in header} if header else set()
+
+
+def open_table(src: SourceFile) -> Table:
+    """Read CSV (comma or tab) or Parquet; CSV locators are line numbers, Parquet ones row numbers."""
+    if is_parquet(src):
+        try:
+            pf = parquet_file(src)
+        except Exception as e:  # noqa: BLE001
+            raise UnreadableFile(src.display, f"not a readable Parquet file ({e})", "check the file is complete") from e
+
+        def parquet_rows() -> Iterator[Row]:
+            """Rows in batches of 8,192, numbered from 1."""
+            n = 0
+            for batch in pf.iter_batches(batch_size=8192):
+                for rec in batch.to_pylist():
+                    n += 1
+                    yield Row.of(rec, str(n))
+
+        return Table(list(pf.schema_arrow.names), parquet_rows)
+    header = src.csv_header() or []
+    first_line = src.head_text.lstrip("\r\n").split("\n", 1)[0]
+    delimiter = "\t" if first_line.count("\t") > first_line.count(",") else ","
+
+    def csv_rows() -> Iterator[Row]:
+        """Rows after the header, located by the line they end on; blank lines are not rows."""
+        with src.open_text() as f:
+            reader = csv.reader(f, delimiter=delimiter)
+            names = next(reader, None)
+            if names is None:
+                return
+            names = [n.strip() for n in names]
+            keys = [column_key(n) for n in names]
+            while True:
+                try:
+                    fields = next(reader)
+                except StopIteration:
+                    return
+                except csv.Error as e:  # an oversized field or a NUL byte: reject the row, read on
+                    yield Row({}, str(reader.line_num), "", problem=f"unreadable CSV row: {e}")
+                    continue
+                if not fields or all(not x.strip() for x in fields):
+                    continue
+                where = str(reader.line_num)
+                if len(fields) != len(names):
+                    yield Row({}, where, delimiter.join(fields),
+                              problem=f"{len(fields)} fields where the header has {len(names)}")
+                    continue
+                values: dict[str, Any] = {}
+                for key, field in zip(keys, fields):
+                    values.setdefault(key, clean(field))
+                yield Row(values, where, dict(zip(names, fields)))
+
+    return Table(header, csv_rows)
+
+
+def read_json_values(src: SourceFile, source: str) -> Iterator[tuple[str, Any] | Reject]:
+    """(locator suffix, value) for one JSON document, each element of a JSON array, or each JSON line."""
+    text = src.read_bytes().decode("utf-8-sig", errors="replace")
+    if not text.strip():
+        return
+    try:
+        doc = json.loads(text, parse_float=Decimal)
+    except ValueError as whole_error:
+        lines = text.splitlines()
+        first = next((i for i, line in enumerate(lines) if line.strip()), 0)
+        try:
+            json.loads(lines[first], parse_float=Decimal)
+        except ValueError:
+            where = getattr(whole_error, "lineno", 1)
+            yield Reject(source=source, locator=src.locator(where), reason="malformed_json",
+                         detail=f"not valid JSON: {whole_error}", raw=truncate_raw(text))
+            return
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                yield str(n), json.loads(line, parse_float=Decimal)
+            except ValueError as e:
+                yield Reject(source=source, locator=src.locator(n), reason="malformed_json",
+                             detail=f"not valid JSON: {e}", raw=truncate_raw(line))
+        return
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            yield f"[{i}]", item
+    else:
+        yield "1", doc
+
+
+def json_head(src: SourceFile) -> Any:
+    """The first JSON value of the file (first element when it is an array), or None."""
+    obj = src.first_json()
+    if isinstance(obj, list):
+        return obj[0] if obj else None
+    return obj
+
+
+def guarded(src: SourceFile, source: str, where: str, raw: Callable[[], str], produce: Callable[[], Iterable[Record]]) -> Iterator[Record]:
+    """Run one row's `produce()` whole: its records, or one `Reject` if it raised `RowError`."""
+    try:
+        out = list(produce())
+    except RowError as e:
+        yield Reject(source=source, locator=src.locator(where), reason=e.reason, detail=e.detail,
+                     raw=truncate_raw(raw()))
+        return
+    yield from out
+
+
+def table_records(
+    src: SourceFile, source: str, fmt: str, required: dict[str, tuple[str, ...]],
+    produce: Callable[[Row, LineMaker], Iterable[Record]],
+) -> Iterator[Record]:
+    """Check a tabular file's columns, then `produce` each row's records (bad rows become rejects)."""
+    table = open_table(src)
+    require_columns(src, fmt, table.keys, required)
+    maker = LineMaker(src, source)
+    for row in table.rows():
+        if row.problem:
+            yield Reject(source=source, locator=src.locator(row.where), reason="malformed_row", detail=row.problem,
+                         raw=truncate_raw(str(row.original)))
+            continue
+        yield from guarded(src, source, row.where, row.raw, lambda row=row: produce(row, maker))
+
+
+def text_of(value: Any) -> str:
+    """A value as text for JSON `raw` output."""
+    return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+
+
+def bucket_results(
+    src: SourceFile, source: str, handle: Callable[[dict, dict, str], Iterable[Record]]
+) -> Iterator[Record]:
+    """Walk API report pages (`data[]` buckets with `results[]`) and run `handle(result, bucket, where)` on each."""
+    for item in read_json_values(src, source):
+        if isinstance(item, Reject):
+            yield item
+            continue
+        where, value = item
+        pages = value if isinstance(value, list) else [value]
+        for p, page in enumerate(pages):
+            page_where = f"{where}[{p}]" if isinstance(value, list) else where
+            if not isinstance(page, dict) or not isinstance(page.get("data"), list):
+                yield Reject(source=source, locator=src.locator(page_where), reason="malformed_row",
+                             detail="not a report page: no `data` list", raw=truncate_raw(text_of(page)))
+                continue
+            for b, bucket in enumerate(page["data"]):
+                results = bucket.get("results") if isinstance(bucket, dict) else None
+                if not isinstance(results, list):
+                    yield Reject(source=source, locator=src.locator(f"{page_where}#data[{b}]"),
+                                 reason="malformed_row", detail="bucket without a `results` list",
+                                 raw=truncate_raw(text_of(bucket)))
+                    continue
+                for r, result in enumerate(results):
+                    at = f"{page_where}#data[{b}].results[{r}]"
+                    yield from guarded(src, source, at, lambda result=result: text_of(result),
+                                       lambda result=result, bucket=bucket, at=at: handle(result, bucket, at))
