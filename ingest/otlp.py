@@ -14,10 +14,13 @@ hashes of the leading message blocks are kept (`prefix_hashes`).
 from __future__ import annotations
 
 import json
+import zlib
+from collections.abc import Iterator
 from importlib import resources
 from typing import ClassVar
 
 import duckdb
+import pyarrow as pa
 
 from .base import SourceFile, StageCounts, UnreadableFile
 
@@ -80,7 +83,7 @@ _MACROS = [
 ]
 
 
-MAX_LINE_BYTES = 512 * 1024 * 1024
+CHUNK_BYTES = 64 * 1024 * 1024  # lines per DuckDB pass: bounds memory whatever the file size
 
 
 def _sql(name: str) -> str:
@@ -115,25 +118,61 @@ class OtlpJsonAdapter:
         return _looks_like_otlp(src)
 
     def stage(self, con: duckdb.DuckDBPyConnection, src: SourceFile, load_id: str) -> StageCounts:
-        if _is_json_lines(src):
-            lines = (
-                "SELECT line FROM read_csv($path, columns = {'line': 'VARCHAR'}, header = false, delim = '\x01', "
-                "quote = '', escape = '', auto_detect = false, compression = $compression, "
-                "max_line_size = $max_line, strict_mode = false)"
-            )
-            params = {"path": str(src.path), "compression": src.compression or "none", "max_line": MAX_LINE_BYTES}
-        else:
-            lines = "SELECT $text AS line"
-            params = {"text": src.read_bytes().decode("utf-8", errors="replace")}
-        return stage_otlp_lines(con, lines, params, src.display)
+        progress = src.options.get("progress")
+        total, batches = StageCounts(), 0
+        chunks = _line_chunks(src) if _is_json_lines(src) else [(1, [src.read_bytes().decode("utf-8", "replace")])]
+        for first_line, lines in chunks:
+            counts, good = stage_otlp_lines(con, lines, src.display, first_line)
+            batches += good
+            total = StageCounts(total.accepted + counts.accepted, total.rejected + counts.rejected,
+                                total.skipped + counts.skipped)
+            if progress:
+                progress(first_line + len(lines) - 1)
+        if not batches:
+            raise UnreadableFile(src.display, "no line is an OTLP JSON batch", "check that the file holds OTLP traces")
+        return total
 
 
-def stage_otlp_lines(con: duckdb.DuckDBPyConnection, lines_sql: str, params: dict, display: str) -> StageCounts:
-    """Parse the OTLP JSON lines that `lines_sql` selects (column `line`) into staged calls and rejects."""
+def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
+    """The file's lines in chunks of about CHUNK_BYTES, with the number of each chunk's first line."""
+    lines: list[str] = []
+    size, first, n = 0, 1, 0
+    try:
+        with src.open_text() as f:
+            for n, line in enumerate(f, 1):
+                lines.append(line)
+                size += len(line)
+                if size >= CHUNK_BYTES:
+                    yield first, lines
+                    lines, size, first = [], 0, n + 1
+    except (OSError, EOFError, zlib.error) as e:
+        raise UnreadableFile(src.display, f"not a readable gzip file ({e})", "check the file is complete") from e
+    if lines:
+        yield first, lines
+
+
+def stage_otlp_lines(
+    con: duckdb.DuckDBPyConnection, lines: list[str], display: str, first_line: int = 1
+) -> tuple[StageCounts, int]:
+    """Parse OTLP JSON lines (numbered from `first_line`) into staged calls and rejects.
+
+    Returns the counts and the number of lines that were OTLP batches (the receiver uses it too).
+    """
     for m in _MACROS:
         con.execute(m)
+    chunk = pa.table({"line_no": pa.array(range(first_line, first_line + len(lines)), pa.int64()),
+                      "line": pa.array(lines, pa.large_string())})
+    con.register("otlp_chunk", chunk)
+    try:
+        return _stage_chunk(con, display)
+    finally:
+        con.unregister("otlp_chunk")
+
+
+def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str) -> tuple[StageCounts, int]:
+    """Stage one chunk; returns its counts and how many of its lines were OTLP batches."""
     con.execute(
-        f"""
+        """
         CREATE OR REPLACE TEMP TABLE otlp_batches AS
         SELECT line_no, j,
                CASE WHEN NOT ok THEN 'malformed_json' WHEN j.resourceSpans IS NULL THEN 'unsupported_record' END AS bad,
@@ -143,11 +182,10 @@ def stage_otlp_lines(con: duckdb.DuckDBPyConnection, lines_sql: str, params: dic
                END AS raw
         FROM (
           SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
-          FROM (SELECT row_number() OVER () AS line_no, line, json_valid(line) AS ok
-                FROM ({lines_sql}) WHERE line IS NOT NULL AND trim(line) <> '')
+          FROM (SELECT line_no, line, json_valid(line) AS ok FROM otlp_chunk WHERE trim(line) <> '')
         )
         """,
-        {**params, "structure": STRUCTURE},
+        {"structure": STRUCTURE},
     )
     con.execute(_sql("otlp_spans"), {"display": display})
     con.execute(_sql("otlp_prefix"))
@@ -191,9 +229,7 @@ def stage_otlp_lines(con: duckdb.DuckDBPyConnection, lines_sql: str, params: dic
     total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchone()
     for t in ("otlp_prefix", "otlp_spans", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    if total_lines and bad_lines == total_lines:
-        raise UnreadableFile(display, "no line is an OTLP JSON batch", "check that the file holds OTLP traces")
-    return StageCounts(accepted=accepted, rejected=rejected + bad_lines, skipped=skipped)
+    return StageCounts(accepted=accepted, rejected=rejected + bad_lines, skipped=skipped), total_lines - bad_lines
 
 
 ADAPTERS = [OtlpJsonAdapter()]

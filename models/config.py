@@ -49,8 +49,8 @@ class WorkloadRule(_Section):
 class Shapes(_Section):
     """Token thresholds of the workload shape classes (median tokens per call)."""
 
-    short_prompt_max_tokens: int = Field(default=4_000, gt=0, description="Below: a short prompt.")
-    large_context_min_tokens: int = Field(default=16_000, gt=0, description="At or above: a large context.")
+    short_prompt_max_tokens: int = Field(default=8_000, gt=0, description="Below: a short prompt.")
+    large_context_min_tokens: int = Field(default=32_000, gt=0, description="At or above: a large context.")
     short_output_max_tokens: int = Field(default=100, gt=0, description="Below: a short output.")
     long_output_min_tokens: int = Field(default=300, gt=0, description="At or above: a long output.")
 
