@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .caching import CachingSettings
+from .latency import LatencySettings
 from .pricebook import PriceBook, load_validated
 
 
@@ -91,6 +93,8 @@ class Config(PriceBook):
     shapes: Shapes = Field(default_factory=Shapes)
     diagnosis: Diagnosis = Field(default_factory=Diagnosis)
     slos: list[Slo] = Field(default_factory=list)
+    latency: LatencySettings = Field(default_factory=LatencySettings, description="docs/latency.md")
+    caching: CachingSettings = Field(default_factory=CachingSettings, description="docs/caching.md")
 
     @property
     def pricebook(self) -> PriceBook:

@@ -230,9 +230,11 @@ def _streamlit_cmd(db: Path, port: int, headless: bool) -> list[str]:
         from importlib import resources
 
         script = Path(str(resources.files("phaselens.app").joinpath("streamlit_app.py")))
+    # The app reads only published snapshots (pipeline/publish.py), so it never locks the store a batch run writes.
     return [
         sys.executable, "-m", "streamlit", "run", str(script),
-        "--server.port", str(port), "--server.headless", "true" if headless else "false",
+        "--server.port", str(port), "--server.address", "localhost", "--server.headless", "true" if headless else "false",
+        "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal",
         "--browser.gatherUsageStats", "false", "--", "--db", str(db),
     ]
 
@@ -274,8 +276,9 @@ def demo(
         con = _open(db)
         example = SAMPLE_LOGS / "phaselens.toml"
         cfg = load_config(example if example.exists() else None)
+        data = [d for d in (SAMPLE_LOGS / "traces", SAMPLE_LOGS / "billing") if d.is_dir()]
         result = run_ingest(
-            con, [SAMPLE_LOGS], on_file=lambda r, i, n: _err(f"[{i}/{n}] {r.status:9} {r.file} ({r.accepted:,} stored)")
+            con, data, on_file=lambda r, i, n: _err(f"[{i}/{n}] {r.status:9} {r.file} ({r.accepted:,} stored)")
         )
         b = run_build(con, cfg)
         con.close()

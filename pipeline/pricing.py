@@ -23,7 +23,7 @@ from genai_prices.data_snapshot import find_provider_by_id, get_snapshot
 
 from phaselens.models.pricebook import SELF_HOSTED_PROVIDERS, PriceBook
 
-from .store import sql_text
+from .store import sql_text, transaction
 
 # phaselens provider name (see ingest/normalize.py) -> genai-prices provider id.
 GENAI_PROVIDER_IDS: dict[str, str] = {
@@ -275,12 +275,7 @@ def build_costs(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None) -> 
     con.register("pricing_deployments", deployments_table(pricebook))
     # Without the latency stage, phase times come from what the sources measured (vLLM reports them).
     own_timing = not _has_relation(con, "call_timing")
-    try:
-        own_txn = True
-        con.begin()
-    except duckdb.TransactionException:
-        own_txn = False  # the caller's transaction covers this stage
-    try:
+    with transaction(con):
         if own_timing:
             con.execute("CREATE TEMP VIEW call_timing AS SELECT call_id, prefill_s, decode_s FROM raw_calls")
         con.execute(sql_text("gpu_costs"))
@@ -289,9 +284,3 @@ def build_costs(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None) -> 
             con.execute(f"DROP TABLE IF EXISTS {name}")
         if own_timing:
             con.execute("DROP VIEW call_timing")
-    except BaseException:
-        if own_txn:
-            con.rollback()
-        raise
-    if own_txn:
-        con.commit()

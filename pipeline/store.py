@@ -12,6 +12,8 @@ and the relations `phaselens build` publishes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -95,3 +97,24 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "INSERT OR REPLACE INTO phaselens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
     )
+
+
+def in_transaction(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether an explicit transaction is open: in autocommit every statement gets its own id."""
+    probe = "SELECT current_transaction_id()"
+    return con.execute(probe).fetchone() == con.execute(probe).fetchone()
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Run the block in a transaction, or inside the caller's when one is already open (a stage of `build`)."""
+    if in_transaction(con):
+        yield
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
