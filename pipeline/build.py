@@ -20,6 +20,7 @@ import duckdb
 
 from phaselens.models.config import Config, WorkloadRule
 
+from . import telemetry
 from .store import sql_text
 
 
@@ -76,10 +77,6 @@ def build(
     on_stage: Callable[[str, float], None] | None = None,
 ) -> BuildResult:
     """Re-derive every built table and view from the raw tables; running it twice gives the same store."""
-    from .caching import build_caching
-    from .latency import build_timing
-    from .pricing import build_costs
-
     config = config or Config()
     result = BuildResult()
 
@@ -89,6 +86,21 @@ def build(
         result.seconds[name] = time.perf_counter() - t
         if on_stage:
             on_stage(name, result.seconds[name])
+
+    with telemetry.operation("build"):
+        _run_stages(con, config, stage)
+    result.calls, result.unpriced_calls, result.estimated_calls = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated') "
+        "FROM requests"
+    ).fetchone()
+    result.workloads = con.execute("SELECT count(*) FROM workloads").fetchone()[0]
+    return result
+
+
+def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[[str, Callable[[], None]], None]) -> None:
+    from .caching import build_caching
+    from .latency import build_timing
+    from .pricing import build_costs
 
     con.execute("BEGIN TRANSACTION")
     try:
@@ -108,9 +120,3 @@ def build(
     except Exception:
         con.execute("ROLLBACK")
         raise
-    result.calls, result.unpriced_calls, result.estimated_calls = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated') "
-        "FROM requests"
-    ).fetchone()
-    result.workloads = con.execute("SELECT count(*) FROM workloads").fetchone()[0]
-    return result

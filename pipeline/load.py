@@ -26,6 +26,7 @@ from phaselens.ingest.base import RecordAdapter, SourceFile, SqlAdapter, StageCo
 from phaselens.ingest.registry import detect
 from phaselens.models import BillingLine, LlmCall, Reject, Skip
 
+from . import telemetry
 from .errors import PhaselensError
 
 BATCH_ROWS = 20_000
@@ -196,6 +197,18 @@ def load_file(
     con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False
 ) -> FileResult:
     """Load one file in one transaction and record it in the ledger."""
+    with telemetry.operation("ingest.file", file=str(path)) as span:
+        r = _load_file(con, path, run_id, options=options, force=force)
+        if span is not None:
+            span.set_attributes({"adapter": r.adapter or "", "status": r.status})
+        for outcome in ("accepted", "duplicates", "rejected", "skipped"):
+            telemetry.count(outcome, getattr(r, outcome), adapter=r.adapter or "")
+        return r
+
+
+def _load_file(
+    con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False
+) -> FileResult:
     started = _now()
     load_id = uuid.uuid4().hex[:16]
     display = str(path)
