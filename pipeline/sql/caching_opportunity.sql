@@ -1,0 +1,123 @@
+-- caching_opportunity: per workload (level 'workload') and per workload, provider and model (level
+-- 'model'), for each cache lifetime: how much input repeats a prefix, what the provider's cache already
+-- achieved, and what a prompt cache would save in dollars and TTFT.
+-- Grain: (lifetime_s, level, workload, provider, model); provider and model are NULL on 'workload' rows.
+-- Upstream: caching_call_savings. Read by `what_if()`, `caching_by_workload` and the dashboard.
+CREATE OR REPLACE TABLE caching_opportunity AS
+WITH agg AS (
+  SELECT
+    lifetime_s,
+    CASE WHEN grouping(provider, model) = 0 THEN 'model' ELSE 'workload' END AS level,
+    workload, provider, model,
+    count(*) AS calls,
+    count(*) FILTER (WHERE hashed) AS hashed_calls,
+    sum(input_tokens)::BIGINT AS input_tokens,
+    coalesce(sum(input_tokens) FILTER (WHERE hashed), 0)::BIGINT AS hashed_input_tokens,
+    coalesce(sum(total_blocks), 0)::BIGINT AS total_blocks,
+    coalesce(sum(seen_blocks), 0)::BIGINT AS seen_blocks,
+    coalesce(sum(reusable_tokens), 0)::BIGINT AS reusable_tokens,
+    coalesce(sum(hit_tokens), 0)::BIGINT AS hit_tokens,
+    coalesce(sum(write_tokens), 0)::BIGINT AS write_tokens,
+    count(*) FILTER (WHERE cache_read_tokens IS NOT NULL) AS reads_reported_calls,
+    sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+    sum(input_tokens) FILTER (WHERE cache_read_tokens IS NOT NULL) AS reads_reported_input_tokens,
+    count(*) FILTER (WHERE cache_read_tokens IS NOT NULL AND hashed) AS comparable_calls,
+    sum(reusable_tokens) FILTER (WHERE cache_read_tokens IS NOT NULL AND hashed) AS comparable_reusable_tokens,
+    sum(input_tokens) FILTER (WHERE cache_read_tokens IS NOT NULL AND hashed) AS comparable_input_tokens,
+    count(*) FILTER (WHERE priced) AS priced_calls,
+    count(*) FILTER (WHERE priced AND hashed) AS priced_hashed_calls,
+    coalesce(sum(input_tokens) FILTER (WHERE priced), 0)::BIGINT AS priced_input_tokens,
+    coalesce(sum(cache_read_tokens) FILTER (WHERE priced), 0)::BIGINT AS priced_cache_read_tokens,
+    CAST(sum(usd_now) AS DECIMAL(38, 12)) AS usd_now,
+    CAST(sum(usd_with_cache) AS DECIMAL(38, 12)) AS usd_with_cache,
+    CAST(sum(usd_all_uncached) AS DECIMAL(38, 12)) AS usd_all_uncached,
+    CAST(sum(usd_all_cache_read) AS DECIMAL(38, 12)) AS usd_all_cache_read,
+    CAST(sum(usd_all_cache_write) AS DECIMAL(38, 12)) AS usd_all_cache_write,
+    count(*) FILTER (WHERE ttft_saved_s IS NOT NULL) AS ttft_fitted_calls,
+    avg(ttft_saved_s) AS ttft_saved_s_mean,
+    quantile_cont(ttft_saved_s, 0.5) AS ttft_saved_p50_s,
+    -- TTFT saved per newly cached token: as measured where the cache adds reads, else the fit's slope
+    -- (input-weighted across models on 'workload' rows)
+    coalesce(
+      sum(ttft_saved_s) / nullif(sum(new_hit_tokens) FILTER (WHERE ttft_saved_s IS NOT NULL), 0),
+      sum(input_tokens * ttft_s_per_token_saved)
+        / nullif(sum(input_tokens) FILTER (WHERE ttft_s_per_token_saved IS NOT NULL), 0)
+    ) AS ttft_s_per_token_saved
+  FROM caching_call_savings
+  GROUP BY GROUPING SETS ((lifetime_s, workload), (lifetime_s, workload, provider, model))
+),
+shares AS (
+  SELECT
+    *,
+    reusable_tokens / nullif(hashed_input_tokens, 0) AS reuse_share,
+    cache_read_tokens / nullif(reads_reported_input_tokens, 0) AS achieved_share,
+    comparable_reusable_tokens / nullif(comparable_input_tokens, 0) AS possible_share,
+    CAST(usd_now - usd_with_cache AS DECIMAL(38, 12)) AS usd_saved,
+    CASE WHEN lifetime_s IS NULL THEN 'earlier (no expiry)'
+         WHEN lifetime_s % 3600 = 0 THEN printf('within %d h', lifetime_s // 3600)
+         WHEN lifetime_s % 60 = 0 THEN printf('within %d min', lifetime_s // 60)
+         ELSE printf('within %d s', lifetime_s) END AS lifetime_text
+  FROM agg
+)
+SELECT
+  lifetime_s,                   -- cache lifetime in seconds, restarted by every use; NULL = unlimited
+  level,                        -- 'workload': all its providers and models; 'model': one provider and model
+  workload, provider, model,
+  calls,
+  hashed_calls,                 -- calls with prefix hashes and a start time (reuse is measured on these)
+  input_tokens,                 -- uncached + cache read + cache write, all calls
+  hashed_input_tokens,
+  total_blocks, seen_blocks,    -- prompt blocks, and those an earlier call sent within the lifetime
+  reusable_tokens,              -- input tokens that repeat a prefix sent within the lifetime
+  reuse_share,                  -- reusable_tokens / hashed_input_tokens
+  hit_tokens,                   -- cache reads with the cache: max(reusable, reported) per call
+  write_tokens,                 -- first writes with the cache: prefixes a later call reuses
+  reads_reported_calls,         -- calls whose provider reports cache reads (0 included)
+  cache_read_tokens,            -- cache reads achieved, as reported
+  achieved_share,               -- cache_read_tokens / input tokens of the reporting calls
+  comparable_calls,             -- reporting calls that also have prefix hashes
+  possible_share,               -- reusable share of the comparable calls: what the cache could have read
+  priced_calls,                 -- calls with per-token prices (dollar columns cover these only)
+  priced_hashed_calls,
+  priced_input_tokens, priced_cache_read_tokens,
+  usd_now,                      -- input side as billed (uncached + cache read + cache write)
+  usd_with_cache,               -- the same with the cache (calls without prefix hashes unchanged)
+  usd_saved,                    -- usd_now - usd_with_cache; negative when writes cost more than reads save
+  usd_all_uncached, usd_all_cache_read, usd_all_cache_write,   -- the input priced all one way (what-if)
+  ttft_fitted_calls,            -- hashed calls whose provider and model have a latency fit
+  ttft_s_per_token_saved,       -- seconds of TTFT saved per newly cached input token (the what-if's rate)
+  ttft_saved_s_mean,            -- TTFT saved per call with the cache, seconds (fitted hashed calls)
+  ttft_saved_p50_s,
+  CASE
+    WHEN hashed_calls = 0 AND reads_reported_calls = 0 THEN
+      'No prefix hashes or reported cache reads: capture prompt content (hashed at ingest, text dropped) or load hash_ids to measure reuse.'
+    WHEN hashed_calls = 0 THEN
+      printf('No prefix hashes, so reuse is not measured; the provider served %.1f%% of input from cache.', 100 * achieved_share)
+    ELSE
+      printf('%.1f%% of input tokens repeat a prefix sent %s', 100 * coalesce(reuse_share, 0), lifetime_text)
+      || CASE WHEN hashed_calls < calls THEN printf(' (%d of %d calls have prefix hashes)', hashed_calls, calls) ELSE '' END
+      || CASE
+           WHEN priced_hashed_calls = 0 THEN '; no per-token price, so no dollar figure'
+           WHEN usd_saved >= 0 THEN printf('; a prompt cache would save %s of %s input cost', usd_saved_text, usd_now_text)
+           ELSE printf('; a prompt cache would cost %s more: its writes outweigh its reads', usd_lost_text)
+         END
+      || CASE WHEN ttft_saved_s_mean IS NULL THEN '; no latency fit, so no TTFT figure'
+              ELSE printf(' and %.0f ms of TTFT per call (mean)', 1000 * ttft_saved_s_mean) END
+      || CASE WHEN possible_share IS NOT NULL
+              THEN printf('; the provider''s cache read %.1f%% of input where %.1f%% was possible',
+                          100 * achieved_share, 100 * possible_share)
+                   || CASE WHEN comparable_calls < reads_reported_calls
+                           THEN printf(' (possible measured on %d of %d calls)', comparable_calls, reads_reported_calls)
+                           ELSE '' END
+              ELSE '' END
+      || '.'
+  END AS note
+FROM (
+  SELECT
+    *,
+    -- cents for dollar amounts, four decimals below a dollar so small samples do not read as $0.00
+    printf(CASE WHEN abs(usd_saved) >= 1 THEN '$%.2f' ELSE '$%.4f' END, usd_saved) AS usd_saved_text,
+    printf(CASE WHEN abs(usd_saved) >= 1 THEN '$%.2f' ELSE '$%.4f' END, -usd_saved) AS usd_lost_text,
+    printf(CASE WHEN abs(usd_now) >= 1 THEN '$%.2f' ELSE '$%.4f' END, usd_now) AS usd_now_text
+  FROM shares
+)
