@@ -7,7 +7,7 @@ Three public traces (shared/data/SOURCES.md §1, §2, §8):
 - `mooncake`: Mooncake JSON Lines `timestamp` (ms relative to the trace start), `input_length`,
   `output_length`, `hash_ids` (one id per 512-token prompt block; equal ids = reusable prefix KV
   blocks). started_at = anchor + timestamp, where the anchor is the load option `anchor` (ISO time)
-  or `DEFAULT_ANCHOR`. prefix_hashes = the hash ids as strings; prefix_tokens = the cumulative
+  or `DEFAULT_ANCHOR`. prefix_hashes = the hash ids, scoped to their file (`<content fingerprint>:<id>`); prefix_tokens = the cumulative
   prompt size at the end of each block (512, 1024, ..., the last = input_length). The load option
   `block_size` overrides 512 for traces cut in other block sizes.
 - `servegen`: ServeGen offline stat CSV `request_id,type,input_length,output_length,duration`.
@@ -167,7 +167,8 @@ class MooncakeAdapter(_TraceAdapter):
                 started_at=after(anchor, offset_ms / 1000.0),
                 uncached_input_tokens=inputs,
                 output_tokens=to_tokens(rec.get("output_length"), "output_length"),
-                prefix_hashes=[str(h) for h in hashes] if hashes else None,
+                # ids are numbered per trace file: scope them to the file so two traces never share a block
+                prefix_hashes=[f"{fingerprint[:12]}:{h}" for h in hashes] if hashes else None,
                 prefix_tokens=prefix_tokens(inputs or 0, len(hashes), block_tokens) if hashes else None,
                 attributes_json=attrs_json(attrs),
                 **labels,

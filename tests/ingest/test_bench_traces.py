@@ -43,8 +43,11 @@ def test_mooncake_anchor_hashes_and_bad_rows(tmp_path):
     first, second = rows["1"], rows["2"]
     assert first["started_at"] == datetime(2024, 1, 1)  # default anchor + 0 ms
     assert second["started_at"] == datetime(2024, 1, 1, 0, 0, 1, 500000)  # + 1500 ms
-    assert first["prefix_hashes"] == ["0", "1", "2"] and first["prefix_tokens"] == [512, 1024, 1100]
-    assert second["prefix_hashes"] == ["0", "3"] and second["prefix_tokens"] == [512, 600]
+    # block ids are scoped to their file, so the same id in another trace file is another block
+    scope = first["prefix_hashes"][0].split(":")[0]
+    assert len(scope) == 12 and all(h.startswith(scope + ":") for h in first["prefix_hashes"] + second["prefix_hashes"])
+    assert [h.split(":")[1] for h in first["prefix_hashes"]] == ["0", "1", "2"] and first["prefix_tokens"] == [512, 1024, 1100]
+    assert [h.split(":")[1] for h in second["prefix_hashes"]] == ["0", "3"] and second["prefix_tokens"] == [512, 600]
     assert (first["provider"], first["model"], first["timing_source"]) == ("mooncake", "unknown", "none")
     assert (first["uncached_input_tokens"], first["output_tokens"]) == (1100, 20)
 
