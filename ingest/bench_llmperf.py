@@ -86,6 +86,7 @@ def _builder(src: SourceFile):
             provider=normalize_provider(provider),
             model=normalize_model(model_raw),
             model_raw=model_raw,
+            workload_hint=f"{normalize_provider(provider)}/{normalize_model(model_raw)}",  # one benchmark run
             uncached_input_tokens=inputs,
             output_tokens=outputs,
             streaming=True,

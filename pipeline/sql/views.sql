@@ -27,7 +27,8 @@ SELECT
   a.uncached_input_cost_usd, a.cache_read_cost_usd, a.cache_write_cost_usd, a.output_cost_usd,
   a.input_cost_usd, a.cost_usd, coalesce(a.priced, false) AS priced, a.price_source,
   c.provided_cost_usd,
-  c.prefix_hashes, c.prefix_tokens
+  c.prefix_hashes, c.prefix_tokens,
+  c.attributes_json
 FROM raw_calls c
 LEFT JOIN call_attribution a USING (call_id);
 
