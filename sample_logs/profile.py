@@ -24,7 +24,7 @@ class ModelSpec:
 MODELS: dict[str, ModelSpec] = {
     m.request_model: m
     for m in (
-        ModelSpec("vllm", "qwen2.5-coder-7b", "qwen2.5-coder-7b", 40_000, 0.007, (0.0015, 0.003)),
+        ModelSpec("vllm", "qwen2.5-coder-7b", "qwen2.5-coder-7b", 14_000, 0.007, (0.0015, 0.003)),  # 2x L40S, batched prefill
         ModelSpec("anthropic", "claude-sonnet-4-20250514", "claude-sonnet-4-20250514", 9_000, 0.022, (0.030, 0.080)),
         ModelSpec("openai", "gpt-4o", "gpt-4o-2024-08-06", 12_000, 0.014, (0.030, 0.080)),
         ModelSpec("openai", "gpt-4.1-mini", "gpt-4.1-mini-2025-04-14", 20_000, 0.009, (0.030, 0.080)),
@@ -86,7 +86,7 @@ AGENT_SYSTEM_TOKENS = 9_000  # agent system prompt plus tool definitions, identi
 
 # Token ranges (inclusive), drawn log-uniformly.
 TOKENS = {
-    "tab_prompt": (300, 2_000), "tab_output": (8, 60),
+    "tab_prompt": (1_500, 8_000), "tab_output": (4, 40),  # fill-in-the-middle: surrounding code in, a line out
     "inline_prompt": (2_000, 8_000), "inline_output": (80, 500),
     "chat_first_prompt": (1_000, 4_000), "chat_user_msg": (50, 800), "chat_output": (200, 1_500),
     "chat_max_prompt": (20_000, 20_000),

@@ -39,3 +39,17 @@ def load(store):
         return ingest(store, [str(p) for p in paths], **kw)
 
     return _load
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory):
+    """Path of a store built from the bundled sample day with the demo configuration (built once per run)."""
+    from phaselens.models.config import load_config
+    from phaselens.pipeline.build import build
+
+    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    con = connect(path)
+    ingest(con, [SAMPLE_LOGS / "traces", SAMPLE_LOGS / "billing"])
+    build(con, load_config(SAMPLE_LOGS / "phaselens.toml"))
+    con.close()
+    return path

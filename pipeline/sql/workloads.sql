@@ -92,6 +92,7 @@ classified AS (
       ELSE 'medium_prompt_focused_edit'
     END AS shape_class,
     CASE
+      WHEN coalesce(decode_time_s, 0) = 0 AND coalesce(output_tokens_p50, 0) = 0 THEN 'no_decode'
       WHEN queue_share_of_ttft >= queue_share_min THEN 'queueing'
       WHEN reuse_share >= cold_cache_reuse_min AND coalesce(achieved_share, 0) < reuse_share / 2 THEN 'cold_cache'
       WHEN input_tokens_p50 >= large_context_min_tokens THEN 'long_context'
@@ -123,6 +124,7 @@ SELECT
       printf('Prefill dominates: %.0f%% of call time is before the first token (TTFT p50 %.3f s, p95 %.3f s). ',
              100 * prefill_time_share, ttft_p50_s, ttft_p95_s) ||
       CASE ttft_cause
+        WHEN 'no_decode' THEN printf('Cause: no decode phase (embeddings); all time goes to reading a median %,d input tokens.', input_tokens_p50::BIGINT)
         WHEN 'queueing' THEN printf('Cause: queueing; %.0f%% of TTFT is spent waiting in the server queue.', 100 * queue_share_of_ttft)
         WHEN 'cold_cache' THEN printf('Cause: cold cache; %.0f%% of input tokens repeat a prefix seen within %s s, but only %.0f%% were read from cache.',
                                       100 * reuse_share, cache_lifetime_s, 100 * coalesce(achieved_share, 0))
@@ -145,6 +147,7 @@ SELECT
     WHEN dominant_latency_phase IS NULL THEN 'Load traces with timing (TTFT or duration) to see which phase to fix.'
     WHEN dominant_latency_phase = 'prefill' THEN
       CASE ttft_cause
+        WHEN 'no_decode' THEN 'Send fewer input tokens: embed only changed chunks and batch inputs; time and cost scale with input tokens.'
         WHEN 'queueing' THEN 'Add prefill capacity (more replicas, or separate prefill from decode) so requests stop waiting in the queue.'
         WHEN 'cold_cache' THEN printf('Turn on prompt caching for the repeated prefix: it would save $%.2f and about %.0f ms of TTFT per call.',
                                       coalesce(cache_usd_saved, 0), 1000 * coalesce(cache_ttft_saved_p50_s, 0))
