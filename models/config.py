@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .caching import CachingSettings
 from .latency import LatencySettings
 from .pricebook import PriceBook, load_validated
+from .reconcile import ReconcileSettings
 
 
 class _Section(BaseModel):
@@ -95,6 +96,7 @@ class Config(PriceBook):
     slos: list[Slo] = Field(default_factory=list)
     latency: LatencySettings = Field(default_factory=LatencySettings, description="docs/latency.md")
     caching: CachingSettings = Field(default_factory=CachingSettings, description="docs/caching.md")
+    reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings, description="docs/reconciliation.md")
 
     @property
     def pricebook(self) -> PriceBook:

@@ -224,6 +224,36 @@ def explain(
         _fail(e)
 
 
+@app.command()
+def reconcile(
+    db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
+    all_columns: Annotated[bool, typer.Option("--all", help="Every column (json/csv always have all).")] = False,
+    fail_on_gap: Annotated[bool, typer.Option(help="Exit 1 when any cell is not ok (for scheduled checks).")] = False,
+) -> None:
+    """Billed vs trace-estimated tokens and cost per provider, model, day and token type, with the cause of each gap.
+
+    Example: phaselens reconcile --since 2026-11-16 --format json
+    """
+    from phaselens.pipeline.reconcile import TABLE_COLUMNS, reconcile_rows
+
+    try:
+        con = _open(db, read_only=True)
+        cols, rows = reconcile_rows(con, since, until)
+    except PhaselensError as e:
+        _fail(e)
+    if not rows:
+        _err("No billing lines in this period: load a provider export with `phaselens ingest`, then `phaselens build`.")
+    gaps = [r for r in rows if r[cols.index("cause")] != "ok"]
+    if fmt == Format.table and not all_columns:
+        idx = [cols.index(c) for c in TABLE_COLUMNS]
+        cols, rows = list(TABLE_COLUMNS), [tuple(r[i] for i in idx) for r in rows]
+    typer.echo(render(cols, rows, fmt))
+    if fmt == Format.table and rows:
+        _err(f"{len(gaps)} of {len(rows)} cells have a gap; `--format json` gives each its explanation.")
+    if fail_on_gap and gaps:
+        raise typer.Exit(1)
+
+
 def _streamlit_cmd(db: Path, port: int, headless: bool) -> list[str]:
     script = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     if not script.exists():  # installed without the source tree

@@ -36,7 +36,9 @@ def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}" if abs(v) < 1000 else f"{v:,.0f}"
     if isinstance(v, Decimal):
-        return f"{v:,.4f}" if abs(v) >= Decimal("0.0001") or v == 0 else f"{v:.2e}"
+        if v == v.to_integral_value():
+            return f"{v:,.0f}"
+        return f"{v:,.4f}" if abs(v) >= Decimal("0.0001") else f"{v:.2e}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     if isinstance(v, datetime):

@@ -5,6 +5,7 @@ Stages, in order (each leaves one or more tables; SQL in `pipeline/sql/`):
 2. `call_concurrency`  calls of the same model in flight when each call started
 3. `call_timing`       measured timing, or the latency model's estimate (`latency_fits`)
 4. `call_costs`        cost per call split by token bucket (`price_table`, `deployment_costs`)
+   `reconciliation`    billed vs traced per (provider, model, day, token type); invoice-true `invoice_costs`
 5. `caching_*`         prefix reuse and what a prompt cache would save
 6. `call_attribution`  the per-call results joined; `requests` reads it
 7. `workloads`         per-workload split, dominance, shape, diagnosis and lever
@@ -101,6 +102,7 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
     from .caching import build_caching
     from .latency import build_timing
     from .pricing import build_costs
+    from .reconcile import build_reconciliation
 
     con.execute("BEGIN TRANSACTION")
     try:
@@ -110,6 +112,7 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("concurrency", lambda: con.execute(sql_text("call_concurrency")))
         stage("latency", lambda: build_timing(con, config.latency))
         stage("costs", lambda: build_costs(con, config.pricebook))
+        stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
         stage("workloads", lambda: con.execute(sql_text("workloads")))

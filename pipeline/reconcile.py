@@ -1,0 +1,146 @@
+"""Billing reconciliation and invoice-true allocation: the bill against the traces, and the bill down to calls.
+
+`build_reconciliation` is a build stage; it runs after `call_costs` and `call_workload` exist and leaves:
+
+- `reconciliation`: per (provider, model, UTC day, token type) billed vs traced tokens and money, coverage,
+  a status, the likely `cause` of a gap (`CAUSES`) and an explanation citing the numbers
+  (`pipeline/sql/reconciliation.sql`; columns documented in docs/reconciliation.md);
+- `allocated_costs` / `untraced_costs` / view `invoice_costs`: each cell's billed USD shared out to its
+  calls in proportion to their tokens of the same type, exactly to 1e-12 USD, and what no call explains
+  (`pipeline/sql/allocation.sql`).
+
+Tolerances are `ReconcileSettings`. Where no priced call shows a cell's list price (traffic no trace
+holds), the price book or genai-prices gives it (`list_prices_table`), so an untraced cell can still be
+told apart from a price change.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from phaselens.models.pricebook import PriceBook
+from phaselens.models.reconcile import ReconcileSettings
+
+from .errors import StoreError
+from .pricing import UNIT_PRICE, price_rows
+from .store import sql_text, transaction
+
+CAUSES: tuple[str, ...] = (
+    "ok",
+    "untraced_traffic",  # billed more than traced at the list price: traffic with no traces
+    "price_mismatch",  # tokens agree, money does not: the billed unit price differs from the list price
+    "missing_cache_tokens",  # input agrees in total, but traces count cached tokens as uncached input
+    "time_zone_or_bucket_edge",  # a gap matched by the opposite gap on the neighbouring day
+    "unbilled_traffic",  # traced more than billed: calls no bill line covers
+    "unconverted_currency",  # non-USD lines without a conversion rate: the billed USD is incomplete
+)
+STATUSES: tuple[str, ...] = (
+    "ok", "not_traced", "not_billed", "billed_above_traced", "traced_above_billed", "cost_differs", "cost_unknown",
+)
+# price_table columns that are reconciliation token types (cache_write is the 5-minute write)
+LIST_PRICE_TOKEN_TYPES: tuple[str, ...] = ("uncached_input", "cache_read", "cache_write", "output")
+LIST_PRICES_SCHEMA = pa.schema(
+    [("provider", pa.string()), ("model", pa.string()), ("day", pa.date32()), ("token_type", pa.string()),
+     ("usd_per_token", UNIT_PRICE)]
+)
+REQUIRED_TABLES = ("call_costs", "call_workload")
+TEMP_TABLES = ("rc_line_days", "rc_billed", "rc_call_cells")
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute(
+        "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
+        "SELECT view_name FROM duckdb_views()) WHERE n = ?", [name],
+    ).fetchone()[0])
+
+
+def _settings_table(con: duckdb.DuckDBPyConnection, settings: ReconcileSettings) -> None:
+    values = settings.model_dump()
+    values["min_gap_usd"] = float(values["min_gap_usd"])  # compared with DOUBLE gap ratios only
+    cols = ", ".join(f"${k} AS {k}" for k in values)
+    con.execute(f"CREATE OR REPLACE TABLE reconcile_settings AS SELECT {cols}", values)
+
+
+def _billed_keys(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, date]]:
+    """(provider, model, UTC day) of every day a token billing line with a model touches."""
+    return con.execute(
+        """
+        SELECT DISTINCT provider, model, CAST(d AS DATE)
+        FROM (SELECT provider, model, unnest(generate_series(CAST(CAST(period_start AS DATE) AS TIMESTAMP),
+                                                              period_end, INTERVAL 1 DAY)) AS d
+              FROM raw_billing_lines WHERE model IS NOT NULL AND token_type <> 'other')
+        ORDER BY ALL
+        """
+    ).fetchall()
+
+
+def list_prices_table(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None = None) -> pa.Table:
+    """USD per token of each billed (provider, model, UTC day, token type): the price book, else genai-prices."""
+    book = pricebook or PriceBook()
+    rows: list[dict[str, Any]] = []
+    for provider, model, day in _billed_keys(con):
+        candidates = [r for r in price_rows(book, provider, model, None, day)
+                      if r["window_start_s"] == 0 and r["tier_start_input_tokens"] == 0]
+        if not candidates:
+            continue
+        prices = candidates[0]
+        for token_type in LIST_PRICE_TOKEN_TYPES:
+            if prices.get(token_type) is not None:
+                rows.append({"provider": provider, "model": model, "day": day, "token_type": token_type,
+                             "usd_per_token": prices[token_type]})
+    return pa.Table.from_pylist(rows, schema=LIST_PRICES_SCHEMA)
+
+
+def build_reconciliation(
+    con: duckdb.DuckDBPyConnection, settings: ReconcileSettings | None = None, pricebook: PriceBook | None = None,
+) -> None:
+    """Rebuild `reconciliation`, `allocated_costs`, `untraced_costs` and `invoice_costs` (USD, exact DECIMAL)."""
+    missing = [t for t in REQUIRED_TABLES if not _has_table(con, t)]
+    if missing:
+        raise StoreError(f"reconciliation needs {', '.join(missing)}, which the store lacks",
+                         "run `phaselens build` (it prices the calls and assigns workloads first)")
+    settings = settings or ReconcileSettings()
+    con.register("reconcile_list_prices", list_prices_table(con, pricebook))
+    try:
+        with transaction(con):  # inside `phaselens build`, the build's transaction covers this stage
+            _settings_table(con, settings)
+            con.execute(sql_text("reconciliation"))
+            con.execute(sql_text("allocation"))
+            for name in TEMP_TABLES:
+                con.execute(f"DROP TABLE IF EXISTS {name}")
+    finally:
+        con.unregister("reconcile_list_prices")
+
+
+def _utc(value: date | datetime | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.combine(value, time(0))
+
+
+def reconcile_rows(
+    con: duckdb.DuckDBPyConnection, since: date | datetime | None = None, until: date | datetime | None = None,
+) -> tuple[list[str], list[tuple]]:
+    """The `reconciliation` rows whose UTC day overlaps [since, until), ordered by provider, model, day, token type."""
+    if not _has_table(con, "reconciliation"):
+        raise StoreError("the store has no reconciliation yet", "run `phaselens build` after ingesting billing exports")
+    cur = con.execute(
+        """
+        SELECT * FROM reconciliation
+        WHERE ($since IS NULL OR CAST(day AS TIMESTAMP) + INTERVAL 1 DAY > $since)
+          AND ($until IS NULL OR CAST(day AS TIMESTAMP) < $until)
+        ORDER BY provider, model NULLS LAST, day, token_type
+        """,
+        {"since": _utc(since), "until": _utc(until)},
+    )
+    return [d[0] for d in cur.description], cur.fetchall()
+
+
+TABLE_COLUMNS = ("provider", "model", "day", "token_type", "billed_tokens", "traced_tokens", "billed_cost_usd",
+                 "estimated_cost_usd", "token_coverage", "status", "cause")
+"""The columns `phaselens reconcile --format table` shows (json and csv carry every column)."""

@@ -1,0 +1,85 @@
+-- allocated_costs: each call's invoice-true cost per token type: its cell's billed USD shared out in
+-- proportion to the call's tokens of that type. untraced_costs: per cell, what no call explains.
+-- invoice_costs: the per-call view (input = uncached + cache read + cache write; output = decode).
+-- Grain: allocated_costs one row per (call_id, token_type) in a cell with billed money; untraced_costs one
+-- row per billed cell; invoice_costs one row per raw_calls.call_id.
+-- Upstream: reconciliation (billed per cell), rc_call_cells (TEMP, from reconciliation.sql), raw_calls,
+-- call_workload.
+-- Exact: a call's share is billed × call tokens / D, where D = the larger of the cell's traced tokens and
+-- its billed tokens (rounded up to whole tokens), so the cost of billed tokens no call sent stays untraced.
+-- Shares are floored to 1e-12 USD in integer picodollars and the cell's remaining picodollars go one each
+-- to the calls with the largest remainders (ties: call_id), so allocated + untraced = billed exactly.
+
+CREATE OR REPLACE TABLE allocated_costs AS
+WITH cells AS (
+  SELECT provider, model, day, token_type,
+    CAST(billed_cost_usd * 1000000000000 AS HUGEINT) AS billed_units,
+    CAST(traced_tokens AS HUGEINT) AS traced_tokens,
+    greatest(CAST(traced_tokens AS HUGEINT), CAST(ceil(coalesce(billed_tokens, 0)) AS HUGEINT)) AS denominator
+  FROM reconciliation
+  WHERE billed_cost_usd IS NOT NULL AND traced_tokens > 0
+),
+shares AS (
+  SELECT k.call_id, k.provider, k.model, k.day, k.token_type, k.tokens, c.denominator,
+    c.billed_units * k.tokens AS numerator,
+    -- the cell's allocated total: billed × traced / D, rounded half up to a picodollar
+    rc_fdiv(2 * c.billed_units * c.traced_tokens + c.denominator, 2 * c.denominator) AS cell_target
+  FROM rc_call_cells k
+  JOIN cells c ON c.provider = k.provider AND c.model IS NOT DISTINCT FROM k.model AND c.day = k.day
+              AND c.token_type = k.token_type
+),
+floored AS (
+  SELECT *, rc_fdiv(numerator, denominator) AS floor_units,
+         numerator - rc_fdiv(numerator, denominator) * denominator AS remainder
+  FROM shares
+),
+ranked AS (
+  SELECT *,
+    cell_target - sum(floor_units) OVER cell AS leftover,
+    row_number() OVER (cell ORDER BY remainder DESC, call_id) AS remainder_rank
+  FROM floored
+  WINDOW cell AS (PARTITION BY provider, model, day, token_type)
+)
+SELECT
+  call_id, provider, model, day, token_type,
+  tokens,                                                   -- the call's tokens of this type
+  rc_money(floor_units + CASE WHEN remainder_rank <= leftover THEN 1 ELSE 0 END) AS allocated_cost_usd
+FROM ranked
+ORDER BY call_id, token_type;
+
+CREATE OR REPLACE TABLE untraced_costs AS
+WITH allocated AS (
+  SELECT provider, model, day, token_type, sum(allocated_cost_usd) AS allocated_cost_usd, count(*) AS calls
+  FROM allocated_costs GROUP BY ALL
+)
+SELECT
+  r.provider, r.model, r.day, r.token_type,
+  r.billed_cost_usd,
+  CAST(coalesce(a.allocated_cost_usd, 0) AS DECIMAL(38, 12)) AS allocated_cost_usd,
+  CAST(r.billed_cost_usd - coalesce(a.allocated_cost_usd, 0) AS DECIMAL(38, 12)) AS untraced_cost_usd,
+  r.billed_tokens, r.traced_tokens,
+  coalesce(a.calls, 0) AS allocated_calls,
+  r.cause                                                  -- why billed and traced differ (reconciliation)
+FROM reconciliation r
+LEFT JOIN allocated a ON a.provider = r.provider AND a.model IS NOT DISTINCT FROM r.model AND a.day = r.day
+                     AND a.token_type = r.token_type
+WHERE r.billed_cost_usd IS NOT NULL
+ORDER BY r.provider, r.model NULLS LAST, r.day, r.token_type;
+
+CREATE OR REPLACE VIEW invoice_costs AS
+SELECT
+  c.call_id, c.started_at, c.provider, c.model,
+  coalesce(w.workload, nullif(c.workload_hint, ''), nullif(c.service, ''), 'unassigned') AS workload,
+  c.team, c.project,
+  a.input_cost_usd_invoice,                                -- uncached input + cache read + cache write (prefill)
+  a.output_cost_usd_invoice,                               -- output, reasoning included (decode)
+  a.cost_usd_invoice                                       -- NULL: no billed cell covers the call
+FROM raw_calls c
+LEFT JOIN call_workload w ON w.call_id = c.call_id
+LEFT JOIN (
+  SELECT call_id,
+    CAST(sum(allocated_cost_usd) FILTER (WHERE token_type <> 'output') AS DECIMAL(38, 12)) AS input_cost_usd_invoice,
+    CAST(sum(allocated_cost_usd) FILTER (WHERE token_type = 'output') AS DECIMAL(38, 12)) AS output_cost_usd_invoice,
+    CAST(sum(allocated_cost_usd) AS DECIMAL(38, 12)) AS cost_usd_invoice
+  FROM allocated_costs GROUP BY call_id
+) a ON a.call_id = c.call_id;
