@@ -206,6 +206,8 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str) -> tuple[StageCou
                  WHEN 'end_before_start' THEN 'endTimeUnixNano is earlier than startTimeUnixNano'
                  WHEN 'missing_model' THEN 'model-call span names no model (gen_ai.request.model / llm.model_name)'
                  WHEN 'negative_tokens' THEN 'a token count is below zero'
+                 WHEN 'missing_field' THEN 'the span has no traceId or spanId'
+                 WHEN 'bad_number' THEN 'a token count, TTFT or duration is not a number or out of range'
                END AS detail,
                left(attributes_json, 500) AS raw
         FROM otlp_spans WHERE _reason IS NOT NULL
@@ -225,8 +227,9 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str) -> tuple[StageCou
                count(*) FILTER (WHERE _kind = 'skip')
         FROM otlp_spans
         """
-    ).fetchone()
-    total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchone()
+    ).fetchall()[0]
+    # fetchall, not fetchone: an open result would keep the registered chunk in use
+    total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
     for t in ("otlp_prefix", "otlp_spans", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return StageCounts(accepted=accepted, rejected=rejected + bad_lines, skipped=skipped), total_lines - bad_lines

@@ -254,6 +254,35 @@ def reconcile(
         raise typer.Exit(1)
 
 
+@app.command()
+def collect(
+    db: DbOpt = None,
+    host: Annotated[str, typer.Option(help="Address to bind; 127.0.0.1 keeps it on this machine.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (4318 is the OTLP/HTTP default).")] = 4318,
+    token: Annotated[
+        Optional[str], typer.Option(envvar="PHASELENS_COLLECT_TOKEN", show_envvar=True, help="Require `Authorization: Bearer TOKEN`.")
+    ] = None,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body, before and after decompression.")] = 20 * 1024 * 1024,
+    flush_seconds: Annotated[float, typer.Option(help="Load spooled spans into the store this often.")] = 2.0,
+    flush_spans: Annotated[int, typer.Option(help="...or as soon as this many spans are spooled.")] = 5000,
+    spool_dir: Annotated[Optional[Path], typer.Option(help="Durable spool for acknowledged spans; default <db>.spool.")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Receive OTLP/HTTP traces on /v1/traces (protobuf or JSON, gzip) and feed them to the store in small batches.
+
+    Example: phaselens collect --db live.duckdb --port 4318 --token s3cret
+    """
+    import logging
+
+    from phaselens.pipeline.receiver import serve
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        serve(resolve_db(db), host, port, token, max_body_bytes, flush_seconds, flush_spans, spool_dir)
+    except PhaselensError as e:
+        _fail(e)
+
+
 def _streamlit_cmd(db: Path, port: int, headless: bool) -> list[str]:
     script = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     if not script.exists():  # installed without the source tree

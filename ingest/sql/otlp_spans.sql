@@ -44,14 +44,22 @@ typed AS (
              av(k, v, 'llm.response.model_name'), av(k, v, 'llm.request.model_name'), av(k, v, 'embedding.model_name')) AS model_raw,
     coalesce(av(k, v, 'gen_ai.provider.name'), av(k, v, 'gen_ai.system'), av(k, v, 'llm.provider'), av(k, v, 'llm.system'),
              CASE WHEN span_name = 'llm_request' OR scope_name LIKE 'vllm%' THEN 'vllm' END) AS provider_raw,
-    TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.input_tokens'), av(k, v, 'gen_ai.usage.prompt_tokens'), av(k, v, 'llm.token_count.prompt')) AS DOUBLE)::BIGINT AS in_total,
-    TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_read.input_tokens'), av(k, v, 'gen_ai.usage.cache_read_input_tokens'),
-             av(k, v, 'llm.token_count.prompt_details.cache_read'), av(k, v, 'gen_ai.usage.cached_tokens')) AS DOUBLE)::BIGINT AS cache_read,
-    TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
-             av(k, v, 'llm.token_count.prompt_details.cache_write')) AS DOUBLE)::BIGINT AS cache_write,
-    TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.output_tokens'), av(k, v, 'gen_ai.usage.completion_tokens'), av(k, v, 'llm.token_count.completion')) AS DOUBLE)::BIGINT AS out_tokens,
-    TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.reasoning.output_tokens'), av(k, v, 'gen_ai.usage.reasoning_tokens'),
-             av(k, v, 'llm.token_count.completion_details.reasoning')) AS DOUBLE)::BIGINT AS reasoning,
+    coalesce(av(k, v, 'gen_ai.usage.input_tokens'), av(k, v, 'gen_ai.usage.prompt_tokens'), av(k, v, 'llm.token_count.prompt')) AS in_total_raw,
+    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.input_tokens'), av(k, v, 'gen_ai.usage.prompt_tokens'), av(k, v, 'llm.token_count.prompt')) AS DOUBLE) AS BIGINT) AS in_total,
+    coalesce(av(k, v, 'gen_ai.usage.cache_read.input_tokens'), av(k, v, 'gen_ai.usage.cache_read_input_tokens'),
+             av(k, v, 'llm.token_count.prompt_details.cache_read'), av(k, v, 'gen_ai.usage.cached_tokens')) AS cache_read_raw,
+    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_read.input_tokens'), av(k, v, 'gen_ai.usage.cache_read_input_tokens'),
+             av(k, v, 'llm.token_count.prompt_details.cache_read'), av(k, v, 'gen_ai.usage.cached_tokens')) AS DOUBLE) AS BIGINT) AS cache_read,
+    coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
+             av(k, v, 'llm.token_count.prompt_details.cache_write')) AS cache_write_raw,
+    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
+             av(k, v, 'llm.token_count.prompt_details.cache_write')) AS DOUBLE) AS BIGINT) AS cache_write,
+    coalesce(av(k, v, 'gen_ai.usage.output_tokens'), av(k, v, 'gen_ai.usage.completion_tokens'), av(k, v, 'llm.token_count.completion')) AS out_tokens_raw,
+    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.output_tokens'), av(k, v, 'gen_ai.usage.completion_tokens'), av(k, v, 'llm.token_count.completion')) AS DOUBLE) AS BIGINT) AS out_tokens,
+    coalesce(av(k, v, 'gen_ai.usage.reasoning.output_tokens'), av(k, v, 'gen_ai.usage.reasoning_tokens'),
+             av(k, v, 'llm.token_count.completion_details.reasoning')) AS reasoning_raw,
+    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.reasoning.output_tokens'), av(k, v, 'gen_ai.usage.reasoning_tokens'),
+             av(k, v, 'llm.token_count.completion_details.reasoning')) AS DOUBLE) AS BIGINT) AS reasoning,
     TRY_CAST(av(k, v, 'gen_ai.latency.e2e') AS DOUBLE) AS srv_e2e,
     TRY_CAST(av(k, v, 'gen_ai.latency.time_in_queue') AS DOUBLE) AS srv_queue,
     TRY_CAST(av(k, v, 'gen_ai.latency.time_in_model_prefill') AS DOUBLE) AS srv_prefill,
@@ -77,6 +85,8 @@ classified AS (
          WHEN op_raw = 'completion' THEN 'text_completion'
          ELSE coalesce(op_raw, 'chat') END AS operation,
     (end_ns - start_ns) / 1e9 AS span_s,
+    coalesce(start_ns BETWEEN 1 AND 4102444800000000000, false) AS start_ok,  -- 1970 .. 2100
+    coalesce(end_ns BETWEEN 1 AND 4102444800000000000, false) AS end_ok,
     CASE WHEN len(chunk_ns) > 0 THEN (chunk_ns[1] - start_ns) / 1e9 END AS event_ttft
   FROM typed
 ),
@@ -106,10 +116,10 @@ SELECT
        ELSE 'otel_genai' END AS convention,
   '' AS load_id,
   $display || '#' || coalesce(span_id, 'line' || line_no) AS source_locator,
-  make_timestamp((start_ns // 1000)::BIGINT) AS started_at,
-  CASE WHEN ttft IS NOT NULL AND operation <> 'embeddings'
+  CASE WHEN start_ok THEN make_timestamp((start_ns // 1000)::BIGINT) END AS started_at,
+  CASE WHEN start_ok AND ttft BETWEEN 0 AND 86400 AND operation <> 'embeddings'
        THEN make_timestamp((start_ns // 1000)::BIGINT + (ttft * 1e6)::BIGINT) END AS first_token_at,
-  make_timestamp((end_ns // 1000)::BIGINT) AS ended_at,
+  CASE WHEN end_ok THEN make_timestamp((end_ns // 1000)::BIGINT) END AS ended_at,
   normalize_provider(provider_raw) AS provider,
   normalize_model(model_raw) AS model,
   model_raw,
@@ -155,8 +165,13 @@ SELECT
   _kind,
   CASE
     WHEN _kind = 'skip' THEN NULL
-    WHEN start_ns IS NULL OR start_ns <= 0 THEN 'bad_timestamp'
+    WHEN coalesce(trace_id, '') = '' OR coalesce(span_id, '') = '' THEN 'missing_field'
+    WHEN NOT start_ok OR (end_ns IS NOT NULL AND NOT end_ok) THEN 'bad_timestamp'
     WHEN end_ns IS NOT NULL AND end_ns < start_ns THEN 'end_before_start'
+    WHEN (in_total_raw IS NOT NULL AND in_total IS NULL) OR (cache_read_raw IS NOT NULL AND cache_read IS NULL)
+      OR (cache_write_raw IS NOT NULL AND cache_write IS NULL) OR (out_tokens_raw IS NOT NULL AND out_tokens IS NULL)
+      OR (reasoning_raw IS NOT NULL AND reasoning IS NULL) OR NOT coalesce(ttft BETWEEN 0 AND 86400, true)
+      OR NOT coalesce(e2e BETWEEN 0 AND 86400 * 7, true) THEN 'bad_number'
     WHEN model_raw IS NULL OR trim(model_raw) = '' THEN 'missing_model'
     WHEN in_total < 0 OR cache_read < 0 OR cache_write < 0 OR out_tokens < 0 OR reasoning < 0 THEN 'negative_tokens'
   END AS _reason,

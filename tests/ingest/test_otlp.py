@@ -172,3 +172,38 @@ def test_loading_twice_changes_nothing(store, load):
     res = load(*files, force=True)
     assert sum(f.accepted for f in res.files) == 0 and sum(f.duplicates for f in res.files) > 0
     assert counts()[:2] == before[:2]
+
+
+def test_absurd_values_are_rejected_not_fatal(store, load, tmp_path):
+    import json
+
+    line = json.loads((OTLP / "semconv_stream.jsonl").read_text().splitlines()[0])
+    good = line["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+
+    def variant(span_id, **changes):
+        s = json.loads(json.dumps(good))
+        s["spanId"] = span_id
+        for key, value in changes.items():
+            if key == "attr":
+                name, val = value
+                s["attributes"] = [a for a in s["attributes"] if a["key"] != name] + [{"key": name, "value": val}]
+            else:
+                s[key] = value
+        return s
+
+    spans = [
+        variant("a000000000000001", attr=("gen_ai.response.time_to_first_chunk", {"doubleValue": 1e300})),
+        variant("a000000000000002", events=[{"timeUnixNano": "123456789012345678901234567890", "name": "First Token Stream Event"}],
+                attr=("gen_ai.response.time_to_first_chunk", {"stringValue": "x"})),
+        variant("", ),
+        variant("a000000000000004", attr=("gen_ai.usage.output_tokens", {"stringValue": "lots"})),
+        variant("a000000000000005", startTimeUnixNano="99999999999999999999999"),
+        variant("a000000000000006"),
+    ]
+    line["resourceSpans"][0]["scopeSpans"][0]["spans"] = spans
+    path = tmp_path / "absurd.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    r = load(path).files[0]
+    assert r.status == "loaded" and r.accepted == 1, r.message
+    reasons = sorted(x[0] for x in store.execute("SELECT reason FROM rejects").fetchall())
+    assert reasons == ["bad_number", "bad_number", "bad_number", "bad_timestamp", "missing_field"]

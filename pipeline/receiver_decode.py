@@ -1,0 +1,250 @@
+"""OTLP/HTTP trace requests for `phaselens collect`: bounded decompression, protobuf or JSON bodies turned into the
+OTLP JSON that `ingest/otlp.py` reads, cheap per-span checks, and the response bodies the OTLP/HTTP spec prescribes.
+
+Protobuf bodies become OTLP JSON the way the spec's JSON encoding writes them: lowerCamelCase keys, trace and span
+ids as lowercase hex (not base64), 64-bit integers as decimal strings, enums as integers. JSON bodies are taken as
+they are (lowerCamelCase keys, hex ids, int64 as strings or numbers).
+
+A span whose ids or timestamps are missing or invalid is rejected here, answered as `partial_success`, and recorded
+as a `Reject`; every other judgement (model, tokens, kind of span) is made when the spool is loaded.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import DecodeError
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from phaselens.models import Reject
+from phaselens.models.records import truncate_raw
+
+SOURCE = "otlp_http"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+CONTENT_TYPES = {PROTOBUF: "protobuf", JSON: "json"}
+
+# Content-Encoding -> zlib window bits (gzip header; zlib header, which the OTel exporters send as `deflate`).
+ENCODINGS: dict[str, int | None] = {"identity": None, "gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
+                                    "deflate": zlib.MAX_WBITS}
+
+# Span id fields and their width in hex digits; links carry the same ids.
+ID_FIELDS: dict[str, int] = {"traceId": 32, "spanId": 16}
+OPTIONAL_ID_FIELDS: dict[str, int] = {"parentSpanId": 16}
+TIME_FIELDS: tuple[str, ...] = ("startTimeUnixNano", "endTimeUnixNano")
+# Span fields kept in a reject's `raw` column: identity and time only, never attributes (they may hold prompt text).
+RAW_FIELDS: tuple[str, ...] = ("traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano")
+UINT64_LIMIT = 1 << 64
+HEX = re.compile(r"[0-9a-fA-F]+")
+
+# HTTP status -> google.rpc.Code carried in the Status body of an error response.
+GRPC_CODES: dict[int, int] = {400: 3, 401: 16, 404: 5, 405: 12, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
+
+
+class BadRequest(Exception):
+    """The request cannot be used as a whole; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        self.message, self.status = message, status
+        super().__init__(message)
+
+
+@dataclass
+class Checked:
+    """A request after the per-span checks: the OTLP JSON of the spans kept, and the rejects."""
+
+    doc: dict
+    accepted: int = 0
+    rejects: list[Reject] = field(default_factory=list)
+
+    def line(self) -> str | None:
+        """The kept spans as one OTLP JSON line (no newline), or None when no span was kept."""
+        if not self.accepted:
+            return None
+        return json.dumps(self.doc, separators=(",", ":"))
+
+    def error_message(self) -> str:
+        """One sentence for `partial_success.error_message`: how many spans were rejected and why."""
+        if not self.rejects:
+            return ""
+        why = Counter(f"{r.reason} ({r.detail})" for r in self.rejects)
+        parts = [f"{n} {reason}" for reason, n in why.most_common(5)]
+        more = "" if len(why) <= 5 else f"; and {len(why) - 5} other reason(s)"
+        return f"{len(self.rejects)} span(s) rejected: " + "; ".join(parts) + more
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """Undo `Content-Encoding`, never producing more than `limit` bytes (a compression bomb stops at the limit)."""
+    enc = (encoding or "identity").strip().lower()
+    if enc not in ENCODINGS:
+        raise BadRequest(f"Content-Encoding {encoding!r} is not supported; send gzip, deflate or none", 415)
+    wbits = ENCODINGS[enc]
+    if wbits is None:
+        return body
+    out, data = bytearray(), body
+    try:
+        while data:
+            d = zlib.decompressobj(wbits)
+            out += d.decompress(data, limit + 1 - len(out))
+            if len(out) > limit:
+                raise BadRequest(f"the decompressed body is larger than the limit of {limit} bytes", 413)
+            if not d.eof:
+                if d.unconsumed_tail:  # output stopped at the limit with input left: too large
+                    raise BadRequest(f"the decompressed body is larger than the limit of {limit} bytes", 413)
+                raise BadRequest(f"the {enc} body is truncated")
+            data = d.unused_data.lstrip(b"\0") if wbits != zlib.MAX_WBITS else b""  # further gzip members
+    except zlib.error as e:
+        raise BadRequest(f"the body is not valid {enc} ({e})") from e
+    return bytes(out)
+
+
+def to_otlp_json(body: bytes, fmt: str) -> dict:
+    """The request as an OTLP JSON object (`{"resourceSpans": [...]}`), from a protobuf or JSON body."""
+    if fmt == "protobuf":
+        req = ExportTraceServiceRequest()
+        try:
+            req.ParseFromString(body)
+        except (DecodeError, RecursionError) as e:
+            raise BadRequest(f"the body is not a valid ExportTraceServiceRequest protobuf ({e})") from e
+        doc = MessageToDict(req, use_integers_for_enums=True)
+        for span in _iter_spans_lenient(doc):
+            _ids_to_hex(span)
+            for link in span.get("links", []):
+                _ids_to_hex(link)
+        return doc
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise BadRequest(f"the body is not valid JSON ({str(e)[:200]})") from e
+    if not isinstance(doc, dict):
+        raise BadRequest("the body is JSON but not an object; send an ExportTraceServiceRequest")
+    return doc
+
+
+def _iter_spans_lenient(doc: dict):
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            yield from ss.get("spans", [])
+
+
+def _ids_to_hex(obj: dict) -> None:
+    for key in (*ID_FIELDS, *OPTIONAL_ID_FIELDS):
+        if obj.get(key):
+            obj[key] = base64.b64decode(obj[key]).hex()
+
+
+def _list_of_objects(parent: dict, key: str, where: str) -> list[dict]:
+    value = parent.get(key, [])
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise BadRequest(f"{where}.{key} must be a list of objects")
+    return value
+
+
+def check_spans(doc: dict, ref: str) -> Checked:
+    """Drop the spans with missing or invalid ids or timestamps from `doc` (in place) and return them as rejects.
+
+    `ref` names the request in reject locators (`<ref>#<spanId>`); a body whose structure is not OTLP raises BadRequest.
+    """
+    checked = Checked(doc)
+    n = 0
+    kept_resources = []
+    for rs in _list_of_objects(doc, "resourceSpans", "body"):
+        kept_scopes = []
+        for ss in _list_of_objects(rs, "scopeSpans", "resourceSpans[]"):
+            spans = ss.get("spans", [])
+            if not isinstance(spans, list):
+                raise BadRequest("scopeSpans[].spans must be a list")
+            kept = []
+            for span in spans:
+                n += 1
+                problem = span_problem(span)
+                if problem is None:
+                    kept.append(span)
+                    continue
+                reason, detail = problem
+                span_id = span.get("spanId") if isinstance(span, dict) else None
+                where = span_id if isinstance(span_id, str) and span_id else f"span{n}"
+                raw = {k: span[k] for k in RAW_FIELDS if k in span} if isinstance(span, dict) else {
+                    "type": type(span).__name__}
+                checked.rejects.append(Reject(source=SOURCE, locator=f"{ref}#{where}", reason=reason, detail=detail,
+                                              raw=truncate_raw(json.dumps(raw, default=str))))
+            checked.accepted += len(kept)
+            if kept:
+                ss["spans"] = kept
+                kept_scopes.append(ss)
+        if kept_scopes:
+            rs["scopeSpans"] = kept_scopes
+            kept_resources.append(rs)
+    doc["resourceSpans"] = kept_resources
+    return checked
+
+
+def span_problem(span: object) -> tuple[str, str] | None:
+    """Why a span cannot be stored, as (reject reason, detail), or None when its ids and timestamps are valid."""
+    if not isinstance(span, dict):
+        return "malformed_row", "span is not a JSON object"
+    for key, width in {**ID_FIELDS, **OPTIONAL_ID_FIELDS}.items():
+        value = span.get(key)
+        if value in (None, ""):
+            if key in ID_FIELDS:
+                return "missing_field", f"{key} is missing"
+            continue
+        if not isinstance(value, str) or len(value) != width or not HEX.fullmatch(value) or not value.strip("0"):
+            return "malformed_row", f"{key} is not {width} hex digits (or is all zeros)"
+    times = {}
+    for key in TIME_FIELDS:
+        value = span.get(key)
+        if value in (None, "", 0, "0"):
+            return "bad_timestamp", f"{key} is missing or zero"
+        times[key] = uint64(value)
+        if times[key] is None:
+            return "bad_timestamp", f"{key} is not a 64-bit count of nanoseconds"
+    if times["endTimeUnixNano"] < times["startTimeUnixNano"]:
+        return "end_before_start", "endTimeUnixNano is earlier than startTimeUnixNano"
+    events = span.get("events") or []
+    if not isinstance(events, list):
+        return "malformed_row", "events is not a list"
+    for event in events:
+        if not isinstance(event, dict) or (event.get("timeUnixNano") not in (None, "") and uint64(event["timeUnixNano"]) is None):
+            return "bad_timestamp", "an event's timeUnixNano is not a 64-bit count of nanoseconds"
+    return None
+
+
+def uint64(value: object) -> int | None:
+    """`value` (an int64 in OTLP JSON: a decimal string or a number) as an int in [0, 2**64), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+        value = int(value)
+    return value if isinstance(value, int) and 0 <= value < UINT64_LIMIT else None
+
+
+def export_response(fmt: str, checked: Checked | None) -> bytes:
+    """An ExportTraceServiceResponse body (protobuf or JSON), with `partial_success` when spans were rejected."""
+    resp = ExportTraceServiceResponse()
+    if checked is not None and checked.rejects:
+        resp.partial_success.rejected_spans = len(checked.rejects)
+        resp.partial_success.error_message = checked.error_message()
+    if fmt == "protobuf":
+        return resp.SerializeToString()
+    return json.dumps(MessageToDict(resp)).encode()
+
+
+def status_body(fmt: str, http_status: int, message: str) -> bytes:
+    """A google.rpc.Status error body (protobuf or JSON), as the OTLP/HTTP spec answers failed requests."""
+    status = Status(code=GRPC_CODES.get(http_status, 2), message=message)
+    if fmt == "protobuf":
+        return status.SerializeToString()
+    return json.dumps(MessageToDict(status)).encode()

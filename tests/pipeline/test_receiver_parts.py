@@ -1,0 +1,78 @@
+"""The receiver's parts on their own: protobuf to OTLP JSON, bounded decompression, the spool, and a loader refusal."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from phaselens.pipeline.errors import PhaselensError
+from phaselens.pipeline.receiver_decode import BadRequest, decompress, to_otlp_json
+from phaselens.pipeline.receiver_spool import Spool
+from tests.test_receiver import FIX, T0, chat_span, pb_request, query, segments
+
+
+def test_a_request_the_store_refuses_does_not_hold_back_the_others(tmp_path, monkeypatch):
+    from phaselens.pipeline import receiver_flush
+    from phaselens.pipeline.load import FileResult, IngestResult
+
+    real_ingest = receiver_flush.ingest
+
+    def refuses_poison(con, paths):  # a loader that fails any file holding the poisoned span
+        if "deadbeefdeadbeef" in Path(paths[0]).read_text():
+            return IngestResult("run", [FileResult(str(paths[0]), "load", "failed", message="refused")])
+        return real_ingest(con, paths)
+
+    monkeypatch.setattr(receiver_flush, "ingest", refuses_poison)
+    good = json.dumps(json.loads((FIX / "chat_request.json").read_text()), separators=(",", ":"))
+    poison = good.replace("00f067aa0ba902b7", "deadbeefdeadbeef")
+    spool = Spool(tmp_path / "spool")
+    for line in (good, poison):
+        spool.append(line, 2, [])
+    assert receiver_flush.Flusher(tmp_path / "store.duckdb", spool, 1.0).flush()
+    spool.close()
+    assert [r[0] for r in query(tmp_path / "store.duckdb", "SELECT span_id FROM requests")] == ["00f067aa0ba902b7"]
+    assert [p.read_text() for p in (tmp_path / "spool" / "failed").iterdir()] == [poison + "\n"]
+    assert segments(tmp_path / "spool") == []
+
+
+def test_protobuf_becomes_otlp_json_with_hex_ids_and_int64_strings():
+    body = pb_request(chat_span("ABCDEF0123456789abcdef0123456789", "0123456789abcdef", T0, 2.5)).SerializeToString()
+    span = to_otlp_json(body, "protobuf")["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert (span["traceId"], span["spanId"]) == ("abcdef0123456789abcdef0123456789", "0123456789abcdef")
+    assert (span["startTimeUnixNano"], span["endTimeUnixNano"]) == (str(T0), str(T0 + 2_500_000_000))
+    assert span["kind"] == 3  # SPAN_KIND_CLIENT, as an integer (formats.md §2)
+    tokens = {a["key"]: a["value"] for a in span["attributes"]}["gen_ai.usage.input_tokens"]
+    assert tokens == {"intValue": "900"}
+
+
+def test_decompression_is_bounded():
+    text = b'{"resourceSpans":[]}'
+    assert decompress(gzip.compress(text), "gzip", len(text)) == text  # exactly at the limit
+    assert decompress(gzip.compress(text) + gzip.compress(text), "gzip", 2 * len(text)) == text * 2  # two members
+    with pytest.raises(BadRequest) as e:
+        decompress(gzip.compress(b"\0" * 10_000_000), "gzip", 1024)
+    assert e.value.status == 413
+    with pytest.raises(BadRequest) as e:
+        decompress(gzip.compress(text)[:-9], "gzip", 1024)
+    assert e.value.status == 400
+    with pytest.raises(BadRequest) as e:
+        decompress(text, "br", 1024)
+    assert e.value.status == 415
+
+
+def test_spool_belongs_to_one_receiver_and_drops_torn_lines(tmp_path):
+    spool = Spool(tmp_path / "spool")
+    with pytest.raises(PhaselensError, match="another `phaselens collect`"):
+        Spool(tmp_path / "spool")
+    spool.append('{"resourceSpans":[]}', 0, [])
+    [segment] = list((tmp_path / "spool").glob("*.otlp.jsonl"))
+    with open(segment, "a") as f:
+        f.write('{"resourceSpans":[{"scope')
+    spool.close()
+    reopened = Spool(tmp_path / "spool")
+    assert [s.data for s in reopened.pending()] == [segment]
+    assert segment.read_text() == '{"resourceSpans":[]}\n'
+    reopened.close()
