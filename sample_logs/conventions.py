@@ -24,6 +24,7 @@ SCHEMA_1_41 = "https://opentelemetry.io/schemas/1.41.0"
 SCOPES: dict[str, tuple[str, str | None, str | None]] = {
     "vllm": ("vllm.llm_engine", None, None),
     "anthropic_semconv": ("opentelemetry.instrumentation.anthropic", "0.1b0", SCHEMA_1_41),
+    "bedrock_semconv": ("opentelemetry.instrumentation.botocore", "0.60b0", SCHEMA_1_41),
     "openai_semconv": ("opentelemetry.instrumentation.openai_v2", "2.5b0.dev", SCHEMA_1_41),
     "openai_v2": ("opentelemetry.instrumentation.openai_v2", "2.1b0", SCHEMA_1_28),
     "openllmetry": ("opentelemetry.instrumentation.openai.v1", "0.47.3", None),
@@ -35,8 +36,17 @@ SCOPES: dict[str, tuple[str, str | None, str | None]] = {
     "agent": ("editor_agent.runtime", "0.9.4", None),
 }
 
-SERVER_ADDRESS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
-FINISH_REASON = {"anthropic": ("end_turn", "tool_use"), "openai": ("stop", "tool_calls")}  # (final, tool step)
+AZURE_ENDPOINT = "acme-editor-prod.openai.azure.com"  # the Azure OpenAI resource's endpoint
+SERVER_ADDRESS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com",
+                  "aws.bedrock": "bedrock-runtime.us-east-1.amazonaws.com", "azure.ai.openai": AZURE_ENDPOINT}
+API_BASE = {"openai": "https://api.openai.com/v1/", "azure.ai.openai": f"https://{AZURE_ENDPOINT}/openai/"}
+# `gen_ai.system` before semconv v1.37 renamed it: Azure OpenAI was `az.ai.openai` (now `azure.ai.openai`)
+GEN_AI_SYSTEM = {"openai": "openai", "azure.ai.openai": "az.ai.openai"}
+FINISH_REASON = {  # (final, tool step)
+    "anthropic": ("end_turn", "tool_use"), "aws.bedrock": ("end_turn", "tool_use"), "openai": ("stop", "tool_calls"),
+}
+SEMCONV_SCOPES = {"anthropic": "anthropic_semconv", "aws.bedrock": "bedrock_semconv"}  # else openai_semconv
+CACHE_WRITE_PROVIDERS = frozenset({"anthropic", "aws.bedrock"})  # Claude reports cache writes wherever it runs
 REQUEST_MAX_TOKENS = {"inline_edit": 1024, "agent": 8192}
 VLLM_REQUEST = {"gen_ai.request.max_tokens": 64, "gen_ai.request.temperature": 0.2, "gen_ai.request.top_p": 0.95}
 CHUNK_TOKENS = 4  # OpenLLMetry chunk events: one per ~4 output tokens keeps files small
@@ -99,7 +109,7 @@ def _vllm(call: SimCall, trace: list[SimCall], rng: random.Random) -> LlmSpanSpe
 
 
 def _semconv(call: SimCall, trace: list[SimCall], rng: random.Random) -> LlmSpanSpec:
-    """OTel GenAI semconv v1.41 opt-in path: Anthropic inline edits, o4-mini agent calls, embeddings."""
+    """OTel GenAI semconv v1.41 opt-in path: Bedrock inline edits, o4-mini agent calls, embeddings."""
     attrs: dict = {
         "gen_ai.operation.name": call.operation,
         "gen_ai.provider.name": call.provider,
@@ -122,7 +132,7 @@ def _semconv(call: SimCall, trace: list[SimCall], rng: random.Random) -> LlmSpan
         attrs["gen_ai.usage.input_tokens"] = call.input_tokens  # cached tokens included (semconv MUST)
         if call.operation != "embeddings":
             attrs["gen_ai.usage.cache_read.input_tokens"] = call.cache_read_tokens
-            if call.provider == "anthropic":
+            if call.provider in CACHE_WRITE_PROVIDERS:
                 attrs["gen_ai.usage.cache_creation.input_tokens"] = call.cache_write_tokens
             attrs["gen_ai.usage.output_tokens"] = call.output_tokens
             if call.provider == "openai":
@@ -132,7 +142,7 @@ def _semconv(call: SimCall, trace: list[SimCall], rng: random.Random) -> LlmSpan
     if call.content_captured:
         messages, completion = _messages(call, trace)
         attrs.update(C.semconv_content(messages, completion, _finish(call)))
-    scope = "anthropic_semconv" if call.provider == "anthropic" else "openai_semconv"
+    scope = SEMCONV_SCOPES.get(call.provider, "openai_semconv")
     return LlmSpanSpec(f"{call.operation} {call.model}", SpanKind.CLIENT, scope, attrs)
 
 
@@ -140,9 +150,9 @@ def _openai_v2(call: SimCall, trace: list[SimCall], rng: random.Random) -> LlmSp
     """opentelemetry-instrumentation-openai-v2 default path: no TTFT, no cache tokens, no app.feature."""
     attrs: dict = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.system": "openai",
+        "gen_ai.system": GEN_AI_SYSTEM[call.provider],
         "gen_ai.request.model": call.model,
-        "server.address": SERVER_ADDRESS["openai"],
+        "server.address": SERVER_ADDRESS[call.provider],
         "server.port": 443,
     }
     if call.status == "ok":
@@ -151,8 +161,9 @@ def _openai_v2(call: SimCall, trace: list[SimCall], rng: random.Random) -> LlmSp
             "gen_ai.response.id": call.response_id,
             "gen_ai.usage.input_tokens": call.input_tokens,
             "gen_ai.usage.output_tokens": call.output_tokens,
-            "gen_ai.openai.response.service_tier": "default",
         })
+        if call.provider == "openai":  # Azure OpenAI responses carry no service tier
+            attrs["gen_ai.openai.response.service_tier"] = "default"
         if not call.streaming:  # streams never get finish reasons on this path
             attrs["gen_ai.response.finish_reasons"] = ("stop",)
     return LlmSpanSpec(f"chat {call.model}", SpanKind.CLIENT, "openai_v2", attrs)
@@ -162,9 +173,9 @@ def _openllmetry(call: SimCall, trace: list[SimCall], rng: random.Random) -> Llm
     """OpenLLMetry <=0.47 `openai.chat`: deprecated token names and one event per streamed chunk."""
     attrs: dict = {
         "llm.request.type": "chat",
-        "gen_ai.system": "openai",
+        "gen_ai.system": GEN_AI_SYSTEM[call.provider],
         "gen_ai.request.model": call.model,
-        "gen_ai.openai.api_base": "https://api.openai.com/v1/",
+        "gen_ai.openai.api_base": API_BASE[call.provider],
         "gen_ai.is_streaming": call.streaming,
         "traceloop.workflow.name": "chat",
         "app.feature": call.workload,

@@ -21,16 +21,26 @@ class ModelSpec:
     network_s: tuple[float, float]  # client <-> server overhead before the first token, seconds
 
 
+# Request names of the models the workloads call.
+TAB_MODEL = "qwen2.5-coder-7b"
+INLINE_MODEL = "global.anthropic.claude-sonnet-4-20250514-v1:0"  # Claude Sonnet 4, Bedrock global inference profile
+AGENT_CLAUDE = "claude-sonnet-4-20250514"
+EMBEDDING_MODEL = "text-embedding-3-small"
+BATCH_MODEL = "gpt-4o-mini"
+
 MODELS: dict[str, ModelSpec] = {
     m.request_model: m
     for m in (
-        ModelSpec("vllm", "qwen2.5-coder-7b", "qwen2.5-coder-7b", 14_000, 0.007, (0.0015, 0.003)),  # 2x L40S, batched prefill
-        ModelSpec("anthropic", "claude-sonnet-4-20250514", "claude-sonnet-4-20250514", 9_000, 0.022, (0.030, 0.080)),
+        ModelSpec("vllm", TAB_MODEL, TAB_MODEL, 14_000, 0.007, (0.0015, 0.003)),  # 2x L40S, batched prefill
+        ModelSpec("anthropic", AGENT_CLAUDE, AGENT_CLAUDE, 9_000, 0.022, (0.030, 0.080)),
+        # Claude Sonnet 4 on Amazon Bedrock: spans carry the Bedrock model id as request and response model.
+        ModelSpec("aws.bedrock", INLINE_MODEL, INLINE_MODEL, 9_000, 0.022, (0.030, 0.080)),
         ModelSpec("openai", "gpt-4o", "gpt-4o-2024-08-06", 12_000, 0.014, (0.030, 0.080)),
-        ModelSpec("openai", "gpt-4.1-mini", "gpt-4.1-mini-2025-04-14", 20_000, 0.009, (0.030, 0.080)),
+        # Azure OpenAI: the deployment is named after the model; responses carry the dated model version.
+        ModelSpec("azure.ai.openai", "gpt-4.1-mini", "gpt-4.1-mini-2025-04-14", 20_000, 0.009, (0.030, 0.080)),
         ModelSpec("openai", "o4-mini", "o4-mini-2025-04-16", 15_000, 0.010, (0.030, 0.080)),
-        ModelSpec("openai", "text-embedding-3-small", "text-embedding-3-small", 150_000, 0.0, (0.030, 0.080)),
-        ModelSpec("openai", "gpt-4o-mini", "gpt-4o-mini-2024-07-18", 18_000, 0.008, (0.030, 0.080)),
+        ModelSpec("openai", EMBEDDING_MODEL, EMBEDDING_MODEL, 150_000, 0.0, (0.030, 0.080)),
+        ModelSpec("openai", BATCH_MODEL, "gpt-4o-mini-2024-07-18", 18_000, 0.008, (0.030, 0.080)),
     )
 }
 
@@ -66,13 +76,13 @@ WORKLOADS: dict[str, Workload] = {
 }
 # Untraced traffic: a nightly batch job calling OpenAI with no instrumentation (a billing gap).
 UNTRACED = Workload("batch_summarizer", "batch-summarizer", 0.0, "nightly", (1, 1))
-UNTRACED_SHARE_OF_OPENAI = 0.03  # of all OpenAI calls (traced + untraced)
+UNTRACED_SHARE_OF_OPENAI = 0.03  # of all calls to OpenAI's own API (traced + untraced; Azure OpenAI not included)
 VLLM_SERVICE = "vllm"  # service.name of the self-hosted vLLM server that emits the `llm_request` spans
 
 # Model and convention mixes, as (value, weight) rows.
-CHAT_MODELS = (("gpt-4o", 0.6), ("gpt-4.1-mini", 0.4))
+CHAT_MODELS = (("gpt-4o", 0.6), ("gpt-4.1-mini", 0.4))  # gpt-4o from OpenAI, gpt-4.1-mini from Azure OpenAI
 CHAT_CONVENTIONS = ((CONV_OPENAI_V2, 0.5), (CONV_OPENLLMETRY, 0.5))
-AGENT_MODELS = (("claude-sonnet-4-20250514", 0.75), ("o4-mini", 0.25))
+AGENT_MODELS = ((AGENT_CLAUDE, 0.75), ("o4-mini", 0.25))
 AGENT_TOOLS = (("read_file", 0.5), ("grep", 0.3), ("run_tests", 0.2))
 TOOL_SECONDS = {"read_file": (0.005, 0.05), "grep": (0.05, 0.8), "run_tests": (5.0, 90.0)}
 TOOL_RESULT_TOKENS = {"read_file": (1_000, 8_000), "grep": (300, 3_000), "run_tests": (1_000, 6_000)}
@@ -82,6 +92,15 @@ REPOS = (  # (repo, tokens of its context block), Zipf-weighted by position
     ("acme/search", 16_000), ("acme/design-system", 8_000), ("acme/ml-platform", 19_000),
     ("acme/docs-site", 8_500), ("acme/billing-worker", 13_000), ("acme/cli", 10_000),
 )
+# Model mix of each traced workload. Chat picks its model per session and agents per trace; session and
+# trace lengths do not depend on the model, so these weights are also the expected shares of calls.
+WORKLOAD_MODELS: dict[str, tuple[tuple[str, float], ...]] = {
+    "tab_completion": ((TAB_MODEL, 1.0),),
+    "inline_edit": ((INLINE_MODEL, 1.0),),
+    "chat": CHAT_MODELS,
+    "agent": AGENT_MODELS,
+    "indexing": ((EMBEDDING_MODEL, 1.0),),
+}
 AGENT_SYSTEM_TOKENS = 9_000  # agent system prompt plus tool definitions, identical in every agent call
 
 # Token ranges (inclusive), drawn log-uniformly.
@@ -146,6 +165,15 @@ def minute_weights(curve: str) -> list[float]:
         else:
             out.append(hours[lo] * (1 - frac) + hours[hi] * frac)
     return out
+
+
+def provider_share(provider: str) -> float:
+    """Expected share (0..1) of traced calls that go to `provider`: workload shares times model weights."""
+    total = 0.0
+    for name, rows in WORKLOAD_MODELS.items():
+        weights = sum(w for _, w in rows)
+        total += WORKLOADS[name].share * sum(w for m, w in rows if MODELS[m].provider == provider) / weights
+    return total
 
 
 def load_at(minute: float) -> float:

@@ -23,6 +23,8 @@ DEFAULT_DAY = date(2026, 11, 16)  # a Monday
 NS = 1_000_000_000
 TOOL_GAP_NS = 2_000_000  # agent bookkeeping between a model call and a tool, each side
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# Message id prefix of Claude responses, per provider that serves Claude (22 base-62 characters follow)
+CLAUDE_ID_PREFIX = {"anthropic": "msg_01", "aws.bedrock": "msg_bdrk_01"}
 
 
 def simulate(seed: int, calls: int, day: date = DEFAULT_DAY) -> list[SimCall]:
@@ -37,10 +39,7 @@ def iter_simulate(seed: int, calls: int, day: date = DEFAULT_DAY) -> Iterator[Si
 
 def workload_counts(calls: int) -> dict[str, int]:
     """Exact number of calls per workload for a total (largest remainder), untraced batch included."""
-    openai_share = (
-        P.WORKLOADS["chat"].share + P.WORKLOADS["indexing"].share
-        + P.WORKLOADS["agent"].share * dict(P.AGENT_MODELS)["o4-mini"]
-    )
+    openai_share = P.provider_share("openai")
     untraced_per_traced = P.UNTRACED_SHARE_OF_OPENAI * openai_share / (1 - P.UNTRACED_SHARE_OF_OPENAI)
     traced_total = calls / (1 + untraced_per_traced)
     wanted = {w.name: w.share * traced_total for w in P.WORKLOADS.values()}
@@ -132,8 +131,8 @@ class _Simulator:
     def _response_id(self, provider: str, operation: str) -> str | None:
         if operation == "embeddings":
             return None
-        if provider == "anthropic":
-            return "msg_01" + "".join(self.rng.choice(_B62) for _ in range(22))
+        if provider in CLAUDE_ID_PREFIX:
+            return CLAUDE_ID_PREFIX[provider] + "".join(self.rng.choice(_B62) for _ in range(22))
         if provider == "vllm":
             return "cmpl-" + self._hex(128)
         return "chatcmpl-" + "".join(self.rng.choice(_B62) for _ in range(29))
@@ -179,7 +178,7 @@ class _Simulator:
 
     # ---- workloads -------------------------------------------------------------------------------
     def _tab(self, start: int, size: int) -> Iterator[SimCall]:
-        model = "qwen2.5-coder-7b"
+        model = P.TAB_MODEL
         spec = P.MODELS[model]
         prompt, out = self._logu("tab_prompt"), self._logu("tab_output")
         while self.vllm_running and self.vllm_running[0] <= start:
@@ -203,7 +202,7 @@ class _Simulator:
         )
 
     def _inline(self, start: int, size: int) -> Iterator[SimCall]:
-        model = "claude-sonnet-4-20250514"
+        model = P.INLINE_MODEL
         prompt, out = self._logu("inline_prompt"), self._logu("inline_output")
         prefix = int(prompt * self.rng.uniform(0.5, 0.85))  # system prompt + the open file
         read, write = (prefix, 0) if self.rng.random() < 0.75 else (0, prefix)
@@ -217,8 +216,9 @@ class _Simulator:
         session = "sess-" + self._hex(64)
         prompt, cap = self._logu("chat_first_prompt"), P.TOKENS["chat_max_prompt"][1]
         cached_upto, last_end, t = 0, None, start
+        system_key = (P.MODELS[model].provider, f"chat-system:{model}")  # each provider caches per model
         for turn in range(size):
-            system_warm = self.cache_seen.get(("openai", "chat-system"), -(10**20)) >= t - P.CACHE_TTL_S * NS
+            system_warm = self.cache_seen.get(system_key, -(10**20)) >= t - P.CACHE_TTL_S * NS
             if last_end is not None and t - last_end <= P.CACHE_TTL_S * NS and cached_upto >= 1024:
                 read = min(cached_upto // 128 * 128, prompt)
             elif system_warm and prompt >= 1024:
@@ -233,7 +233,7 @@ class _Simulator:
             )
             last_end = call["end_ns"]
             if call["status"] == "ok":
-                self.cache_seen[("openai", "chat-system")] = last_end
+                self.cache_seen[system_key] = last_end
                 grown = prompt + call["output_tokens"] + self._logu("chat_user_msg")
                 cached_upto = prompt if grown <= cap else 1024  # history truncated: only the system prefix stays
                 prompt = min(grown, cap)
@@ -282,13 +282,13 @@ class _Simulator:
             t = next_t
 
     def _indexing(self, start: int, size: int) -> Iterator[SimCall]:
-        model = "text-embedding-3-small"
+        model = P.EMBEDDING_MODEL
         call = self._api_call(model, start, self._logu("index_input"), 0, 0, 0, operation="embeddings")
         yield self._new(trace_id=self._hex(128), span_id=self._hex(64),
                         **self._ident("indexing", model, P.CONV_SEMCONV, "embeddings"), streaming=False, **call)
 
     def _batch(self, start: int, size: int) -> Iterator[SimCall]:
-        model = "gpt-4o-mini"
+        model = P.BATCH_MODEL
         prompt = self._logu("batch_prompt")
         warm = self.cache_seen.get(("openai", "batch-system"), -(10**20)) >= start - P.CACHE_TTL_S * NS
         read = P.BATCH_SYSTEM_TOKENS if warm else 0

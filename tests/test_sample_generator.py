@@ -17,8 +17,10 @@ import pytest
 
 from phaselens.sample_logs import generate as generate_module
 from phaselens.sample_logs.generate import main, simulate, write_traces
+from phaselens.sample_logs.profile import INLINE_MODEL
 
 SEED, CALLS = 11, 500
+AZURE = "acme-editor-prod.openai.azure.com"  # the Azure OpenAI resource the chat's gpt-4.1-mini calls
 HEX32, HEX16 = re.compile(r"^[0-9a-f]{32}$"), re.compile(r"^[0-9a-f]{16}$")
 CAMEL = re.compile(r"^[a-z][A-Za-z]*$")
 PROMPT, COMPLETION = "PHASELENS-SECRET-PROMPT", "PHASELENS-SECRET-COMPLETION"
@@ -155,12 +157,23 @@ def test_workload_shares_and_untraced_share():
     expected = {"tab_completion": 0.55, "inline_edit": 0.15, "chat": 0.15, "agent": 0.10, "indexing": 0.05}
     for workload, share in expected.items():
         assert shares[workload] / len(traced) == pytest.approx(share, abs=0.005)
-    openai = [c for c in truth if c.provider == "openai"]
+    openai = [c for c in truth if c.provider == "openai"]  # OpenAI's own API; Azure OpenAI is another provider
     untraced = [c for c in truth if not c.traced]
     assert {c.service for c in untraced} == {"batch-summarizer"}
     assert len(untraced) / len(openai) == pytest.approx(0.03, abs=0.005)
     errors = sum(c.status == "error" for c in truth) / len(truth)
     assert 0.005 <= errors <= 0.02
+
+
+def test_traffic_moved_to_clouds_runs_there():
+    """Inline edits call Claude through Amazon Bedrock (a global inference profile), chat's gpt-4.1-mini runs on
+    Azure OpenAI; the rest goes to the providers directly."""
+    ran = {(c.workload, c.provider, c.model) for c in simulate(SEED, 2000)}
+    assert ran == {("tab_completion", "vllm", "qwen2.5-coder-7b"), ("indexing", "openai", "text-embedding-3-small"),
+                   ("inline_edit", "aws.bedrock", "global.anthropic.claude-sonnet-4-20250514-v1:0"),
+                   ("chat", "openai", "gpt-4o"), ("chat", "azure.ai.openai", "gpt-4.1-mini"),
+                   ("agent", "anthropic", "claude-sonnet-4-20250514"), ("agent", "openai", "o4-mini"),
+                   ("batch_summarizer", "openai", "gpt-4o-mini")}
 
 
 def test_diurnal_curve_quiet_night_busy_day_lunch_dip():
@@ -214,19 +227,28 @@ def test_each_convention_appears_with_its_names(day):
                 "gen_ai.latency.time_in_model_inference", "gen_ai.latency.e2e",
                 "gen_ai.request.id"} <= s["attrs"].keys()
                and "gen_ai.system" not in s["attrs"] and "gen_ai.provider.name" not in s["attrs"] for s in vllm)
-    inline = by_name["chat claude-sonnet-4-20250514"]
-    assert inline and all(s["attrs"]["gen_ai.provider.name"] == "anthropic" for s in inline)
-    assert any("gen_ai.usage.cache_creation.input_tokens" in s["attrs"] for s in inline)
+    inline = by_name[f"chat {INLINE_MODEL}"]
+    assert inline and {(s["scope"], s["attrs"]["gen_ai.provider.name"], s["attrs"]["server.address"])
+                       for s in inline} == {
+        ("opentelemetry.instrumentation.botocore", "aws.bedrock", "bedrock-runtime.us-east-1.amazonaws.com")}
+    assert all(s["attrs"].get("gen_ai.response.model", INLINE_MODEL) == INLINE_MODEL for s in inline)
+    assert any("gen_ai.usage.cache_creation.input_tokens" in s["attrs"] for s in inline)  # Claude writes caches
     agent_claude = by_name["Messages"]
     assert agent_claude and all(s["scope"] == "openinference.instrumentation.anthropic" for s in agent_claude)
     o4 = by_name["chat o4-mini"]
     assert o4 and any(s["attrs"].get("gen_ai.usage.reasoning.output_tokens", 0) > 0 for s in o4)
     v2 = by_name["chat gpt-4o"] + by_name["chat gpt-4.1-mini"]
-    assert v2 and all(s["attrs"]["gen_ai.system"] == "openai" and "app.feature" not in s["attrs"]
+    assert v2 and all("app.feature" not in s["attrs"]
                       and not any("time_to_first" in k or "cache" in k for k in s["attrs"]) for s in v2)
+    # gen_ai.system as before semconv v1.37 (Azure OpenAI `az.ai.openai`), server: the Azure resource's endpoint
+    assert {(s["name"], s["attrs"]["gen_ai.system"], s["attrs"]["server.address"]) for s in v2} == {
+        ("chat gpt-4o", "openai", "api.openai.com"), ("chat gpt-4.1-mini", "az.ai.openai", AZURE)}
     assert any("gen_ai.response.finish_reasons" in s["attrs"] for s in v2)  # the non-streamed ones
     old = by_name["openai.chat"]
     assert old and all(s["scope"] == "opentelemetry.instrumentation.openai.v1" for s in old)
+    assert {(s["attrs"]["gen_ai.request.model"], s["attrs"]["gen_ai.system"], s["attrs"]["gen_ai.openai.api_base"])
+            for s in old} == {("gpt-4o", "openai", "https://api.openai.com/v1/"),
+                              ("gpt-4.1-mini", "az.ai.openai", f"https://{AZURE}/openai/")}
     assert all(s["attrs"]["llm.request.type"] == "chat" and "gen_ai.is_streaming" in s["attrs"] for s in old)
     emb = by_name["embeddings text-embedding-3-small"]
     assert emb and all("gen_ai.usage.output_tokens" not in s["attrs"] for s in emb)
@@ -289,7 +311,7 @@ def test_span_times_and_tokens_match_truth(by_span_id):
             if call.operation == "chat":
                 assert a["gen_ai.usage.cache_read.input_tokens"] == call.cache_read_tokens
                 assert a["gen_ai.usage.output_tokens"] == call.output_tokens
-            if call.provider == "anthropic":
+            if call.provider in ("anthropic", "aws.bedrock"):
                 assert a["gen_ai.usage.cache_creation.input_tokens"] == call.cache_write_tokens
             if call.model == "o4-mini":
                 assert a["gen_ai.usage.reasoning.output_tokens"] == call.reasoning_tokens
@@ -347,7 +369,7 @@ def test_truth_latency_physics():
         assert c.end_ns - c.start_ns == round((c.network_s + c.queue_s + c.prefill_s + c.decode_s) * 1e9)
         if c.output_tokens > 1:
             assert c.decode_s == pytest.approx((c.output_tokens - 1) * c.itl_s, abs=1e-9)
-    rates = {"claude-sonnet-4-20250514": 9_000, "gpt-4o": 12_000, "qwen2.5-coder-7b": 14_000}
+    rates = {"claude-sonnet-4-20250514": 9_000, INLINE_MODEL: 9_000, "gpt-4o": 12_000, "qwen2.5-coder-7b": 14_000}
     for model, rate in rates.items():  # prefill = uncached/rate + cache_read/(10 rate), up to noise
         ratios = [c.prefill_s / ((c.uncached_input_tokens + c.cache_write_tokens) / rate
                                  + c.cache_read_tokens / (10 * rate)) for c in truth if c.model == model]

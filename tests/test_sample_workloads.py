@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import subprocess
 import sys
+from decimal import Decimal
+from pathlib import Path
+
+BEDROCK_FOCUS = Path(__file__).resolve().parents[1] / "sample_logs" / "billing" / "bedrock_focus.csv"
 
 
 def _workloads(db) -> dict[str, dict]:
@@ -43,3 +48,14 @@ def test_explain_names_the_phase_and_the_lever(demo_store):
     bad = subprocess.run([sys.executable, "-m", "phaselens", "explain", "nope", "--db", str(demo_store)],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "known workloads" in bad.stderr and "tab_completion" in bad.stderr
+
+
+def test_workloads_run_on_the_providers_that_bill_them(demo_store):
+    w = _workloads(demo_store)
+    assert w["inline_edit"]["models"] == "aws.bedrock/claude-sonnet-4"
+    assert w["chat"]["models"] == "azure.ai.openai/gpt-4.1-mini, openai/gpt-4o"
+    assert w["agent"]["models"] == "anthropic/claude-sonnet-4, openai/o4-mini"
+    # Bedrock bills the inline edits at the list price phaselens knows: the workload's cost is the FOCUS bill
+    with BEDROCK_FOCUS.open(newline="") as f:
+        bill = sum(Decimal(row["BilledCost"]) for row in csv.DictReader(f))
+    assert bill > 0 and Decimal(w["inline_edit"]["cost_usd"]) == bill
