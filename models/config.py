@@ -16,6 +16,7 @@ from .caching import CachingSettings
 from .latency import LatencySettings
 from .pricebook import PriceBook, load_validated
 from .reconcile import ReconcileSettings
+from .run import RunSettings
 
 
 class _Section(BaseModel):
@@ -97,6 +98,7 @@ class Config(PriceBook):
     latency: LatencySettings = Field(default_factory=LatencySettings, description="docs/latency.md")
     caching: CachingSettings = Field(default_factory=CachingSettings, description="docs/caching.md")
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings, description="docs/reconciliation.md")
+    run: RunSettings | None = Field(default=None, description="`phaselens run` (docs/operations.md)")
 
     @property
     def pricebook(self) -> PriceBook:

@@ -283,6 +283,52 @@ def collect(
         _fail(e)
 
 
+@app.command()
+def run(
+    config: Annotated[Path, typer.Option("--config", help="Configuration file with a run section: db, sources, reports.")],
+) -> None:
+    """One incremental batch for cron: ingest new or changed files, build, publish, write the reports.
+
+    Exit codes: 0 ok, 1 some file failed, 2 configuration error, 3 another run holds the lock, 4 build or report failed.
+    Example: phaselens run --config /etc/phaselens/phaselens.toml
+    """
+    from phaselens.pipeline.run import run_batch
+
+    try:
+        result = run_batch(config)
+    except PhaselensError as e:
+        _fail(e, 2)
+    typer.echo(result.summary, err=result.exit_code >= 2)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def report(
+    db: DbOpt = None,
+    period: Annotated[
+        Optional[str], typer.Option(help="previous_day, previous_week, last_7d, 2026-11-16, 2026-W47, 2026-11, START..END")
+    ] = None,
+    since: SinceOpt = None, until: UntilOpt = None,
+    out: Annotated[Optional[Path], typer.Option(help="Folder for the report; default reports/<period>.")] = None,
+    formats: Annotated[str, typer.Option("--format", help="Comma-separated: html, md, csv, parquet.")] = "html,md,csv,parquet",
+) -> None:
+    """Write the period's report: per workload the dominant phase and its lever, the changes, then the detail.
+
+    Example: phaselens report --period 2026-11-16 --out reports/ --format html,md
+    """
+    from phaselens.pipeline.report import report_period, write_report
+
+    try:
+        con = _open(db, read_only=True)
+        _need_build(con)
+        p = report_period(con, period, since, until)
+        files = write_report(con, p.start, p.end, out or Path("reports") / p.label, formats)
+    except PhaselensError as e:
+        _fail(e)
+    for f in files:
+        typer.echo(str(f))
+
+
 def _streamlit_cmd(db: Path, port: int, headless: bool) -> list[str]:
     script = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     if not script.exists():  # installed without the source tree

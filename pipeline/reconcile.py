@@ -66,14 +66,15 @@ def _settings_table(con: duckdb.DuckDBPyConnection, settings: ReconcileSettings)
     con.execute(f"CREATE OR REPLACE TABLE reconcile_settings AS SELECT {cols}", values)
 
 
-def _billed_keys(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, date]]:
-    """(provider, model, UTC day) of every day a token billing line with a model touches."""
+def _billed_keys(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str | None, date]]:
+    """(provider, model, a raw model name, UTC day) of every day a token billing line with a model touches."""
     return con.execute(
         """
-        SELECT DISTINCT provider, model, CAST(d AS DATE)
-        FROM (SELECT provider, model, unnest(generate_series(CAST(CAST(period_start AS DATE) AS TIMESTAMP),
-                                                              period_end, INTERVAL 1 DAY)) AS d
+        SELECT provider, model, min(model_raw), CAST(d AS DATE)
+        FROM (SELECT provider, model, model_raw, unnest(generate_series(CAST(CAST(period_start AS DATE) AS TIMESTAMP),
+                                                                         period_end, INTERVAL 1 DAY)) AS d
               FROM raw_billing_lines WHERE model IS NOT NULL AND token_type <> 'other')
+        GROUP BY provider, model, CAST(d AS DATE)
         ORDER BY ALL
         """
     ).fetchall()
@@ -83,8 +84,9 @@ def list_prices_table(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | Non
     """USD per token of each billed (provider, model, UTC day, token type): the price book, else genai-prices."""
     book = pricebook or PriceBook()
     rows: list[dict[str, Any]] = []
-    for provider, model, day in _billed_keys(con):
-        candidates = [r for r in price_rows(book, provider, model, None, day)
+    for provider, model, model_raw, day in _billed_keys(con):
+        # the raw name first: some catalogues (Bedrock) know a model only by its full id
+        candidates = [r for r in price_rows(book, provider, model, model_raw, day)
                       if r["window_start_s"] == 0 and r["tier_start_input_tokens"] == 0]
         if not candidates:
             continue

@@ -120,11 +120,13 @@ SELECT
   itl_contention_ratio, reuse_share, achieved_share, cache_usd_saved,
   CASE
     WHEN dominant_latency_phase IS NULL THEN 'No call of this workload has timing to split.'
+    WHEN ttft_cause = 'no_decode' THEN
+      printf('Prefill is all there is: embedding calls have no decode phase (e2e p50 %.3f s for a median %,d input tokens).',
+             e2e_p50_s, coalesce(input_tokens_p50, 0)::BIGINT)
     WHEN dominant_latency_phase = 'prefill' THEN
       printf('Prefill dominates: %.0f%% of call time is before the first token (TTFT p50 %.3f s, p95 %.3f s). ',
              100 * prefill_time_share, ttft_p50_s, ttft_p95_s) ||
       CASE ttft_cause
-        WHEN 'no_decode' THEN printf('Cause: no decode phase (embeddings); all time goes to reading a median %,d input tokens.', input_tokens_p50::BIGINT)
         WHEN 'queueing' THEN printf('Cause: queueing; %.0f%% of TTFT is spent waiting in the server queue.', 100 * queue_share_of_ttft)
         WHEN 'cold_cache' THEN printf('Cause: cold cache; %.0f%% of input tokens repeat a prefix seen within %s s, but only %.0f%% were read from cache.',
                                       100 * reuse_share, cache_lifetime_s, 100 * coalesce(achieved_share, 0))
