@@ -16,7 +16,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PHASELENS_", extra="ignore")
 
     db: Path = Field(default=DEFAULT_DB, description="DuckDB store file (`--db`, else PHASELENS_DB).")
-    config: Path | None = Field(default=None, description="Price book / workload rules file (TOML or YAML).")
+    config: Path | None = Field(default=None, description="Configuration file (TOML or YAML), docs/config.md.")
+    memory_limit: str = Field(
+        default="3GB", description="Memory DuckDB may use when writing (ingest, build); it spills to disk beyond it."
+    )
 
 
 def resolve_db(db: Path | None) -> Path:

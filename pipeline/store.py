@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from phaselens.ingest.normalize import sql_macros
-from phaselens.models import BillingLine, LlmCall, Reject
+from phaselens.models import BillingLine, LlmCall, Reject, Settings
 from phaselens.models.schema import create_table_sql
 
 from .errors import StoreError
@@ -68,6 +68,9 @@ def connect(db: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
                 "wait for the running ingest/build to finish, or use another --db",
             ) from e
         raise StoreError(f"cannot open the store {db}: {e}", "check the path and its permissions") from e
+    if not read_only:
+        # Bounded memory whatever the input size: DuckDB spills to <db>.tmp beyond this.
+        con.execute("SET memory_limit = ?", [Settings().memory_limit])
     install_macros(con)
     if not read_only:
         ensure_schema(con)
