@@ -35,7 +35,13 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format
 SinceOpt = Annotated[Optional[datetime], typer.Option("--since", help="Only calls started at or after (UTC).")]
 UntilOpt = Annotated[Optional[datetime], typer.Option("--until", help="Only calls started before (UTC).")]
 
-SAMPLE_LOGS = Path(__file__).resolve().parent.parent / "sample_logs"
+
+
+def _sample_logs() -> Path:
+    """The bundled sample day (a folder in a checkout, package data in an installed wheel)."""
+    from importlib import resources
+
+    return Path(str(resources.files("phaselens.sample_logs")))
 
 
 def _err(msg: str) -> None:
@@ -375,13 +381,14 @@ def demo(
     from phaselens.pipeline.build import build as run_build
     from phaselens.pipeline.load import ingest as run_ingest
 
-    if not SAMPLE_LOGS.is_dir():
-        _fail(PhaselensError(f"sample data not found at {SAMPLE_LOGS}", "run the demo from a checkout of phaselens"))
+    sample_logs = _sample_logs()
+    if not (sample_logs / "traces").is_dir():
+        _fail(PhaselensError(f"sample data not found at {sample_logs}", "reinstall phaselens, or run the demo from a checkout"))
     try:
         con = _open(db)
-        example = SAMPLE_LOGS / "phaselens.toml"
+        example = sample_logs / "phaselens.toml"
         cfg = load_config(example if example.exists() else None)
-        data = [d for d in (SAMPLE_LOGS / "traces", SAMPLE_LOGS / "billing") if d.is_dir()]
+        data = [d for d in (sample_logs / "traces", sample_logs / "billing") if d.is_dir()]
         result = run_ingest(
             con, data, on_file=lambda r, i, n: _err(f"[{i}/{n}] {r.status:9} {r.file} ({r.accepted:,} stored)")
         )
