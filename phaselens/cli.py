@@ -61,6 +61,13 @@ def _open(db: Path | None, read_only: bool = False):
     return connect(resolve_db(db), read_only=read_only)
 
 
+def _publish(con, db: Path | None, config=None) -> None:
+    """Give the dashboard a fresh snapshot of what this command wrote (it never reads the store itself)."""
+    from phaselens.pipeline.publish import publish
+
+    publish(con, resolve_db(db), config)
+
+
 def _config(config: Path | None):
     path = config or (Path(os.environ["PHASELENS_CONFIG"]) if os.environ.get("PHASELENS_CONFIG") else None)
     return load_config(path)
@@ -100,6 +107,7 @@ def ingest(
             _err(line + (f"\n          {r.message}" if r.message and r.status != "unchanged" else ""))
 
         result = run_ingest(con, paths, options={"fx": rates}, force=force, on_file=progress)
+        _publish(con, db)
     except PhaselensError as e:
         _fail(e, 2)
     cols = ["file", "status", "adapter", "accepted", "duplicates", "rejected", "skipped", "seconds", "message"]
@@ -172,6 +180,7 @@ def build(db: DbOpt = None, config: ConfigOpt = None) -> None:
         cfg = _config(config)
         con = _open(db)
         result = run_build(con, cfg, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
+        _publish(con, db, cfg)
     except PhaselensError as e:
         _fail(e)
     _err(
@@ -393,6 +402,7 @@ def demo(
             con, data, on_file=lambda r, i, n: _err(f"[{i}/{n}] {r.status:9} {r.file} ({r.accepted:,} stored)")
         )
         b = run_build(con, cfg)
+        _publish(con, db, cfg)
         con.close()
     except PhaselensError as e:
         _fail(e)

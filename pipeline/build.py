@@ -90,11 +90,10 @@ def build(
 
     with telemetry.operation("build"):
         _run_stages(con, config, stage)
-    result.calls, result.unpriced_calls, result.estimated_calls = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated') "
-        "FROM requests"
-    ).fetchone()
-    result.workloads = con.execute("SELECT count(*) FROM workloads").fetchone()[0]
+    result.calls, result.unpriced_calls, result.estimated_calls, result.workloads = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated'), "
+        "count(DISTINCT workload) FROM call_attribution"
+    ).fetchall()[0]
     return result
 
 
