@@ -1,0 +1,92 @@
+"""Caching lever: prefix reuse, achieved vs possible cache hits, and a what-if in dollars and TTFT saved."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from phaselens.app import charts, queries
+from phaselens.app.ui import context, count, empty_state, pct, seconds, usd
+from phaselens.pipeline.errors import PhaselensError
+
+SHARES = {"reuse_share": "reusable (possible)", "achieved_share": "read from cache (achieved)"}
+
+
+def lifetime_label(x: int | None) -> str:
+    """A cache lifetime in words."""
+    return "unlimited" if x is None else (f"{x // 60} min" if x % 60 == 0 and x < 3600 else f"{x / 3600:g} h" if x % 3600 == 0 else f"{x} s")
+
+
+ctx = context()
+st.title("Caching lever")
+st.caption("The same repo or system prompt resent on every request is paid for and prefilled again each time. "
+           "Reusable = input tokens repeating a prefix another call of the same model sent within the cache lifetime.")
+if not queries.has_relation(ctx.snapshot, "caching_opportunity"):
+    empty_state("No caching analysis published yet.",
+                "It needs prefix hashes (computed at ingest from the leading prompt blocks, or `hash_ids` in "
+                f"Mooncake-style traces) or reported cache reads: ingest such traces and run `phaselens build --db {ctx.db}`.")
+else:
+    lifetimes = queries.load_caching_lifetimes(ctx.snapshot)
+    if not lifetimes:
+        empty_state("The caching analysis found no calls to measure.",
+                    f"Ingest traces with prompt prefix hashes and run `phaselens build --db {ctx.db}`.")
+        st.stop()
+    life = st.segmented_control("Cache lifetime", lifetimes, format_func=lifetime_label, default=lifetimes[0],
+                                key="cache_lifetime") or lifetimes[0]
+    rows = queries.load_caching(ctx.snapshot, "workload", life)
+    if ctx.filters.workloads:
+        rows = rows[rows["workload"].isin(ctx.filters.workloads)]
+    st.caption("Over the whole store (the period, provider, model and team filters do not apply); "
+               "dollars at each model's cache-read and cache-write prices.")
+    tot = queries.load_caching_totals(ctx.snapshot, life, ctx.filters.workloads)
+    c = st.columns(3)
+    c[0].metric("Input now (USD)", usd(tot["usd_now"]))
+    c[1].metric("Saved with a cache (USD)", usd(tot["usd_saved"]),
+                help="At the measured reuse; negative where cache-write premiums exceed the read discount.")
+    c[2].metric("Workloads with reuse", f"{count(tot['workloads_with_reuse'])} of {count(tot['workloads'])}")
+
+    st.subheader("Achieved vs possible cache hits")
+    shares = rows.dropna(subset=["reuse_share", "achieved_share"], how="all")
+    if shares.empty:
+        st.info("No workload has prefix hashes or reported cache reads at this lifetime.")
+    else:
+        long = shares.melt(id_vars=["workload"], value_vars=list(SHARES), var_name="measure", value_name="share")
+        long["measure"] = long["measure"].map(SHARES)
+        st.altair_chart(charts.bar_chart(long.dropna(), "workload", "share", "workload", "share of input tokens (0–1)",
+                                         "measure", "measure", grouped=True), width="stretch")
+    st.dataframe(
+        rows[["workload", "calls", "reuse_share", "achieved_share", "possible_share", "usd_now", "usd_with_cache",
+              "usd_saved", "ttft_saved_p50_s", "note"]],
+        hide_index=True, width="stretch",
+        column_config={
+            "reuse_share": st.column_config.NumberColumn("reusable share", format="percent"),
+            "achieved_share": st.column_config.NumberColumn("achieved share", format="percent"),
+            "possible_share": st.column_config.NumberColumn("possible share", format="percent"),
+            "usd_now": st.column_config.NumberColumn("input now (USD)", format="$%.4f"),
+            "usd_with_cache": st.column_config.NumberColumn("with cache (USD)", format="$%.4f"),
+            "usd_saved": st.column_config.NumberColumn("saved (USD)", format="$%.4f"),
+            "ttft_saved_p50_s": st.column_config.NumberColumn("TTFT saved p50 (s)", format="%.3f"),
+            "note": st.column_config.TextColumn("note", width="large"),
+        },
+    )
+
+    st.subheader("What if")
+    names = rows["workload"].dropna().tolist()
+    if names:
+        c = st.columns(3)
+        w = c[0].selectbox("Workload", names, key="whatif_workload")
+        life_w = c[1].selectbox("Cache lifetime", lifetimes, format_func=lifetime_label, key="whatif_lifetime")
+        measured = c[2].toggle("Use the measured reuse", value=False, key="whatif_measured")
+        rate = None if measured else st.slider("Cache hit rate (% of input tokens read from cache)", 0, 100, 50,
+                                               key="whatif_rate") / 100
+        try:
+            result = queries.load_what_if(ctx.snapshot, w, rate, life_w)
+        except PhaselensError as e:
+            st.info(f"{e.message}. {e.fix}")
+        else:
+            c = st.columns(4)
+            c[0].metric("Saved (USD)", usd(result.get("usd_saved")))
+            c[1].metric("TTFT saved per call (mean)", seconds(result.get("ttft_saved_s_mean")))
+            c[2].metric("Hit rate", pct(result.get("hit_rate")))
+            c[3].metric("Tokens read from cache", count(result.get("hit_tokens")))
+            if result.get("note"):
+                st.caption(result["note"])

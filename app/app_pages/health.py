@@ -1,0 +1,64 @@
+"""Data health: loads, rejects by reason, timing sources, unpriced models and freshness."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from phaselens.app import charts, queries
+from phaselens.app.ui import context, count, empty_state
+
+def when(ts, missing: str = "—") -> str:
+    """A UTC time as `Nov 17 00:06`."""
+    return missing if ts is None or ts != ts else ts.strftime("%b %d %H:%M")
+
+
+ctx = context()
+st.title("Data health")
+fresh = queries.load_freshness(ctx.snapshot)
+meta = queries.load_meta(ctx.snapshot)
+c = st.columns(4)
+c[0].metric("Calls in the store", count(fresh.get("calls")))
+c[1].metric("Last call (UTC)", when(fresh.get("last_call_at")), help=str(fresh.get("last_call_at")))
+c[2].metric("Last load (UTC)", when(fresh.get("last_load_at")), help=str(fresh.get("last_load_at")))
+c[3].metric("Built (UTC)", when(fresh.get("built_at"), "never"), help=str(fresh.get("built_at")))
+st.caption(f"Snapshot published {meta.get('published_at', '?')[:19]} UTC from `{meta.get('store', ctx.db)}`; "
+           "the dashboard reloads by itself when a batch run publishes a new one.")
+if fresh.get("built_at") is None or fresh.get("built_at") != fresh.get("built_at"):
+    st.warning(f"The store has not been built: timing estimates, costs and workloads are missing. "
+               f"Run `phaselens build --db {ctx.db}`.")
+
+st.subheader("Timing sources")
+src = queries.load_timing_sources(ctx.snapshot, ctx.filters)
+if src["calls"].fillna(0).sum() == 0:
+    empty_state("No calls in the filters.", f"Load traces: `phaselens ingest PATH --db {ctx.db}`.")
+else:
+    st.altair_chart(charts.bar_chart(src, "timing_source", "calls", "timing source", "calls"), width="stretch")
+    st.caption("measured: server-reported or explicit TTFT; events: first-chunk span events; estimated: the fitted "
+               "latency model; none: no usable timing.")
+
+st.subheader("Rejects by reason")
+rej = queries.load_table(ctx.snapshot, "reject_summary")
+if rej.empty:
+    st.caption("No record was quarantined.")
+else:
+    st.altair_chart(charts.bar_chart(rej, "reason", "records", "reason", "records", "source", "source"),
+                    width="stretch")
+    with st.expander("Latest rejects per reason"):
+        st.dataframe(queries.load_table(ctx.snapshot, "reject_sample"), hide_index=True, width="stretch")
+    st.caption("`phaselens rejects --summary` lists them too, with the offending input.")
+
+st.subheader("Unpriced models")
+unpriced = queries.load_table(ctx.snapshot, "unpriced_models")
+if unpriced.empty:
+    st.caption("Every call has a price.")
+else:
+    st.dataframe(unpriced, hide_index=True, width="stretch")
+    st.caption("These calls are counted but left out of every cost: add their prices to the price book "
+               "(docs/pricebook.md) and run `phaselens build`.")
+
+st.subheader("Loads")
+loads = queries.load_table(ctx.snapshot, "loads")
+if loads.empty:
+    empty_state("Nothing loaded yet.", f"`phaselens ingest PATH --db {ctx.db}` reads traces and billing exports.")
+else:
+    st.dataframe(loads, hide_index=True, width="stretch")

@@ -1,0 +1,87 @@
+"""Latency: TTFT and ITL percentiles over time by model or provider, and the SLOs per workload with breaches."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from phaselens.app import charts, queries
+from phaselens.app.ui import context, count, no_calls
+
+SLO_METRICS = {"ttft_p95_s": "TTFT p95", "ttft_p50_s": "TTFT p50", "itl_p95_s": "ITL p95", "itl_p50_s": "ITL p50",
+               "e2e_p95_s": "e2e p95", "e2e_p50_s": "e2e p50"}
+GROUPS = {"model": "provider/model", "provider": "provider", "workload": "workload", "team": "team"}
+
+
+def url_slos() -> list[tuple[str, str, float]]:
+    """SLOs added in the dashboard, kept in the URL as `slo=workload|metric|max_s`."""
+    out = []
+    for item in st.query_params.get_all("slo"):
+        parts = item.split("|")
+        try:
+            if len(parts) == 3 and parts[1] in SLO_METRICS and float(parts[2]) > 0:
+                out.append((parts[0], parts[1], float(parts[2])))
+        except ValueError:
+            continue
+    return out
+
+
+ctx = context()
+st.title("Latency")
+if not no_calls(ctx):
+    group = st.radio("Series", list(GROUPS), format_func=GROUPS.get, horizontal=True, key="latency_group")
+    pc = queries.load_percentiles(ctx.snapshot, ctx.filters, ctx.bin, group)
+    st.caption(f"p50 (solid) and p95 (dashed) per {ctx.bin} (UTC), from merged log histograms (within 3% of exact).")
+    for metric, name, unit in [("ttft_s", "TTFT", "s"), ("itl_s", "ITL", "s per output token")]:
+        d = pc[pc["metric"] == metric]
+        st.subheader(f"{name} over time")
+        if d.empty:
+            st.info(f"No call in the filters has {name} timing. Streamed traces with a first-token time or server "
+                    "timings give it; `phaselens build` estimates it for the others (see the fits below).")
+            continue
+        st.altair_chart(charts.percentile_lines_chart(d, f"{name} ({unit}, log)", GROUPS[group]),
+                        width="stretch")
+
+    st.subheader("SLOs")
+    configured = queries.load_table(ctx.snapshot, "slos")
+    configured_slos = [tuple(r) for r in configured[["workload", "metric", "max_s"]].itertuples(index=False)] \
+        if len(configured) else []
+    slos = configured_slos + [s for s in url_slos() if s not in configured_slos]
+    workloads = queries.load_dimensions(ctx.snapshot).query("dimension == 'workload'")["value"].tolist()
+    with st.expander("Add an SLO (kept in the link)", expanded=not slos):
+        c = st.columns([3, 2, 2, 1])
+        w = c[0].selectbox("Workload", workloads, key="slo_workload")
+        m = c[1].selectbox("Metric", list(SLO_METRICS), format_func=SLO_METRICS.get, key="slo_metric")
+        limit_ms = c[2].number_input("Limit (ms)", min_value=1.0, value=100.0, step=10.0, key="slo_limit_ms")
+        if c[3].button("Add", key="slo_add") and w:
+            st.query_params["slo"] = [*st.query_params.get_all("slo"), f"{w}|{m}|{limit_ms / 1000:g}"]
+            st.rerun()
+        st.caption("Configured SLOs come from `[[slos]]` in the configuration file of the last build "
+                   "(e.g. `workload = \"tab_completion\"`, `metric = \"ttft_p95_s\"`, `max_s = 0.1`).")
+    if not slos:
+        st.info("No SLO yet: add one above, or configure them for every viewer in the configuration file.")
+    else:
+        status = queries.load_slo_status(ctx.snapshot, ctx.filters, ctx.bin, tuple(slos))
+        rows = []
+        for w, m, x in slos:
+            mine = status[(status.workload == w) & (status.slo_metric == m) & (status.max_s == x)]
+            rows.append({"workload": w, "objective": f"{SLO_METRICS[m]} ≤ {1000 * x:g} ms", "bins": len(mine),
+                         "breached bins": int(mine["breached"].sum()),
+                         "source": "configuration" if (w, m, x) in configured_slos else "this link"})
+        summary = pd.DataFrame(rows)
+        st.dataframe(summary, hide_index=True, width="stretch")
+        breaches = int(status["breached"].sum()) if len(status) else 0
+        st.caption(f"{count(breaches)} breached {ctx.bin}s out of {count(len(status))} evaluated (UTC bins with calls).")
+        if len(status):
+            status = status.assign(slo=status["workload"] + " " + status["slo_metric"].map(SLO_METRICS))
+            st.altair_chart(charts.slo_chart(status), width="stretch")
+
+    st.subheader("How timing was split")
+    src = queries.load_timing_sources(ctx.snapshot, ctx.filters)
+    st.caption("measured = server or explicit TTFT; events = first-chunk span events; estimated = the fitted latency "
+               "model; none = no timing. " + ", ".join(f"{r.timing_source}: {count(r.calls)}" for r in src.itertuples()))
+    fits = queries.load_table(ctx.snapshot, "latency_fits")
+    if len(fits):
+        st.dataframe(fits, hide_index=True, width="stretch")
+    else:
+        st.caption("No latency fits published yet: `phaselens build` fits them.")

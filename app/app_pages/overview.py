@@ -1,0 +1,64 @@
+"""Overview: totals under the filters, and per workload the dominant phase for time and money with its lever."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from phaselens.app import charts, queries
+from phaselens.app.ui import context, count, no_calls, pct, seconds, usd
+
+ctx = context()
+st.title("Overview")
+st.caption("Where LLM time and money go: the prefill phase (prompt → first token) vs the decode phase (each further token).")
+if not no_calls(ctx):
+    t = queries.load_totals(ctx.snapshot, ctx.filters)
+    c = st.columns(4)
+    c[0].metric("Calls", count(t["calls"]), help="Model calls in the period and filters.")
+    c[1].metric("Cost (estimated, USD)", usd(t["cost_usd"]),
+                help=f"At list/price-book prices; {count(t['unpriced_calls'])} calls have no known price and are not in it.")
+    c[2].metric("Prefill share of time", pct(t["prefill_time_share"]),
+                help=f"Time to first token over call time, on {count(t['split_calls'])} calls with both phases timed.")
+    c[3].metric("Prefill share of cost", pct(t["prefill_cost_share"]), help="Input-side (prefill) USD over total USD.")
+    c = st.columns(4)
+    c[0].metric("TTFT p50", seconds(t["ttft_p50_s"]), help="Time to first token, median (from log histograms, ±3%).")
+    c[1].metric("TTFT p95", seconds(t["ttft_p95_s"]))
+    c[2].metric("ITL p50", seconds(t["itl_p50_s"]), help="Inter-token latency per output token after the first.")
+    c[3].metric("ITL p95", seconds(t["itl_p95_s"]))
+    if t["unpriced_calls"]:
+        st.warning(f"{count(t['unpriced_calls'])} calls have no known price and are left out of the cost "
+                   "(see Data health → unpriced models).")
+
+    wl = queries.load_workload_phases(ctx.snapshot, ctx.filters)
+    st.subheader("Phase map")
+    st.caption("Each workload placed by its median input against output tokens per call (log scales), "
+               "sized by cost (USD), coloured by the phase that dominates its time; no output (embeddings) sits at 1 token.")
+    if wl["input_tokens_p50"].notna().any():
+        st.altair_chart(charts.phase_map_chart(wl), width="stretch")
+    else:
+        st.info("No workload has token counts to place on the map.")
+
+    st.subheader("Per workload: the dominant phase and its lever")
+    if ctx.filters.active():
+        st.caption("Shares and dominant phases follow the filters; shape, diagnosis and lever describe the whole store.")
+    for r in wl.itertuples():
+        lever = r.lever if isinstance(r.lever, str) else f"No diagnosis yet: run `phaselens build --db {ctx.db}`."
+        time_phase = r.dominant_latency_phase if isinstance(r.dominant_latency_phase, str) else "no timing"
+        money_phase = r.dominant_cost_phase if isinstance(r.dominant_cost_phase, str) else "no price"
+        st.markdown(f"**{r.workload}** · time: **{time_phase}** · money: **{money_phase}** — {lever}")
+    table = wl[["workload", "dominant_latency_phase", "dominant_cost_phase", "calls", "cost_usd",
+                "prefill_time_share", "prefill_cost_share", "ttft_p95_s", "itl_p50_s", "shape_class"]].copy()
+    table["cost_usd"] = table["cost_usd"].astype(float)
+    st.dataframe(
+        table, hide_index=True, width="stretch",
+        column_config={
+            "workload": "Workload", "calls": st.column_config.NumberColumn("Calls", format="%d"),
+            "cost_usd": st.column_config.NumberColumn("Cost (USD)", format="$%.2f"),
+            "prefill_time_share": st.column_config.ProgressColumn("Prefill share of time", min_value=0, max_value=1, format="percent"),
+            "dominant_latency_phase": "Dominant phase (time)",
+            "prefill_cost_share": st.column_config.ProgressColumn("Prefill share of cost", min_value=0, max_value=1, format="percent"),
+            "dominant_cost_phase": "Dominant phase (money)",
+            "ttft_p95_s": st.column_config.NumberColumn("TTFT p95 (s)", format="%.3f"),
+            "itl_p50_s": st.column_config.NumberColumn("ITL p50 (s/token)", format="%.4f"),
+            "shape_class": "Shape",
+        },
+    )

@@ -1,0 +1,97 @@
+"""Workload detail: distributions, the time and cost split over time, the diagnosis and the calls behind it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import streamlit as st
+
+from phaselens.app import charts, queries
+from phaselens.app.ui import context, count, empty_state, no_calls, pct, seconds, usd
+
+COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
+                "cache_write_usd": "cache write", "output_usd": "output"}
+
+ctx = context()
+st.title("Workload detail")
+if not no_calls(ctx):
+    wl = queries.load_workload_phases(ctx.snapshot, ctx.filters)
+    names = wl["workload"].tolist()
+    wanted = st.query_params.get("detail")
+    if st.session_state.get("detail_workload") not in names:
+        st.session_state["detail_workload"] = wanted if wanted in names else names[0]
+    name = st.selectbox("Workload", names, key="detail_workload")
+    st.query_params["detail"] = name
+    f = replace(ctx.filters, workloads=(name,))
+    row = wl.set_index("workload").loc[name]
+
+    c = st.columns(6)
+    c[0].metric("Calls", count(row["calls"]))
+    c[1].metric("Cost (estimated, USD)", usd(row["cost_usd"]))
+    c[2].metric("Prefill share of time", pct(row["prefill_time_share"]), help=f"dominant: {row['dominant_latency_phase']}")
+    c[3].metric("Prefill share of cost", pct(row["prefill_cost_share"]), help=f"dominant: {row['dominant_cost_phase']}")
+    c[4].metric("TTFT p95", seconds(row["ttft_p95_s"]))
+    c[5].metric("ITL p50", seconds(row["itl_p50_s"]))
+
+    st.subheader("Diagnosis")
+    if isinstance(row["diagnosis"], str):
+        st.markdown(f"**{row['diagnosis']}**")
+        st.success(f"Lever: {row['lever']}")
+        st.caption(f"Shape: {row['shape_class']}; cause: {row['cause']}. Median {count(row['input_tokens_p50'])} input "
+                   f"and {count(row['output_tokens_p50'])} output tokens per call. The diagnosis covers the whole store.")
+    else:
+        empty_state("No diagnosis for this workload yet.", f"Run `phaselens build --db {ctx.db}` to derive it.")
+
+    st.subheader("Latency distributions")
+    c = st.columns(2)
+    for col, metric, title in [(c[0], "ttft_s", "TTFT (s, log)"), (c[1], "itl_s", "ITL (s per output token, log)")]:
+        d = queries.load_distribution(ctx.snapshot, f, metric)
+        with col:
+            st.markdown(f"**{title.split(' (')[0]}**")
+            if d.empty:
+                st.info(f"No call of this workload has {metric.removesuffix('_s').upper()} timing.")
+            else:
+                st.altair_chart(charts.histogram_chart(d, title), width="stretch")
+
+    st.subheader("Time split over time")
+    ts = queries.load_time_split(ctx.snapshot, f, ctx.bin)
+    if ts.empty or ts["seconds"].fillna(0).sum() == 0:
+        st.info("No call of this workload has both phases timed.")
+    else:
+        st.altair_chart(charts.stacked_area_chart(ts, "seconds", "phase", f"call time per {ctx.bin} (s)", "phase",
+                                                  charts.PHASE_COLORS), width="stretch")
+        st.caption("Queue = waiting in the server queue (where the server reports it); prefill = the rest of the time "
+                   "to the first token; decode = generating the remaining tokens.")
+
+    st.subheader("Cost split over time")
+    co = queries.load_cost_over_time(ctx.snapshot, f, ctx.bin, "all")
+    long = co.melt(id_vars=["t"], value_vars=list(COST_BUCKETS), var_name="bucket", value_name="usd")
+    long["bucket"] = long["bucket"].map(COST_BUCKETS)
+    if long["usd"].fillna(0).sum() == 0:
+        st.info("No priced call in this workload: add its model to the price book (see Data health).")
+    else:
+        st.altair_chart(charts.stacked_area_chart(long, "usd", "bucket", f"cost per {ctx.bin} (USD, estimated)",
+                                                  "token bucket"), width="stretch")
+
+    st.subheader("Calls behind it (sample)")
+    sample = queries.load_sample_calls(ctx.snapshot, f)
+    st.caption("A bounded sample per workload: the latest calls, the slowest to first token and the most expensive. "
+               "No prompt or completion text is stored.")
+    first = ["started_at", "picked_as", "provider", "model", "team", "input_tokens", "output_tokens", "ttft_s", "itl_s",
+             "e2e_s", "cost_usd", "timing_source", "status"]
+    show = sample[[c for c in first if c in sample.columns] +
+                  [c for c in sample.columns if c not in first and c != "workload"]].copy()
+    if "cost_usd" in show:
+        show["cost_usd"] = pd.to_numeric(show["cost_usd"], errors="coerce")
+    st.dataframe(show, hide_index=True, width="stretch", column_config={
+        "started_at": st.column_config.DatetimeColumn("started (UTC)"),
+        "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f"),
+        "itl_s": st.column_config.NumberColumn("ITL (s/token)", format="%.4f"),
+        "e2e_s": st.column_config.NumberColumn("e2e (s)", format="%.3f"),
+        "queue_s": st.column_config.NumberColumn("queue (s)", format="%.3f"),
+        "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
+        "input_tokens": st.column_config.NumberColumn("input (tokens)"),
+        "output_tokens": st.column_config.NumberColumn("output (tokens)"),
+        "cache_read_tokens": st.column_config.NumberColumn("cache read (tokens)"),
+    })

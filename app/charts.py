@@ -1,0 +1,112 @@
+"""Altair chart builders; every axis title carries its unit and every time axis says UTC."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+PHASE_COLORS = alt.Scale(domain=["prefill", "decode", "queue"], range=["#4c78a8", "#f58518", "#9d9d9d"])
+TIME_AXIS = alt.X("t:T", title="time (UTC)")
+HEIGHT = 280
+
+
+def phase_map_chart(df: pd.DataFrame) -> alt.Chart:
+    """Workloads placed by median input tokens (x) against median output tokens (y), log scales; size = cost
+    (USD), colour = the phase that dominates their time."""
+    data = df.dropna(subset=["input_tokens_p50", "output_tokens_p50"]).copy()
+    data = data[data["input_tokens_p50"] > 0]
+    # a log axis has no 0: workloads without output (embeddings) sit on its floor of 1 token
+    data["output_tokens_p50"] = data["output_tokens_p50"].clip(lower=1)
+    data["cost_usd"] = data["cost_usd"].astype(float)
+    data["dominant_latency_phase"] = data["dominant_latency_phase"].fillna("no timing")
+    base = alt.Chart(data)
+    points = base.mark_circle(opacity=0.75, stroke="black", strokeWidth=0.5).encode(
+        x=alt.X("input_tokens_p50:Q", scale=alt.Scale(type="log"), title="median input tokens per call (tokens, log)"),
+        y=alt.Y("output_tokens_p50:Q", scale=alt.Scale(type="log"), title="median output tokens per call (tokens, log)"),
+        size=alt.Size("cost_usd:Q", title="cost (USD)", scale=alt.Scale(range=[60, 2000]), legend=alt.Legend(tickCount=3)),
+        color=alt.Color("dominant_latency_phase:N", title="dominant phase (time)",
+                        scale=alt.Scale(domain=["prefill", "decode", "no timing"], range=["#4c78a8", "#f58518", "#bbbbbb"])),
+        tooltip=[
+            alt.Tooltip("workload:N"), alt.Tooltip("calls:Q", format=","),
+            alt.Tooltip("input_tokens_p50:Q", title="median input (tokens)", format=",.0f"),
+            alt.Tooltip("output_tokens_p50:Q", title="median output (tokens)", format=",.0f"),
+            alt.Tooltip("cost_usd:Q", title="cost (USD)", format="$,.2f"),
+            alt.Tooltip("dominant_latency_phase:N", title="dominant phase (time)"),
+            alt.Tooltip("dominant_cost_phase:N", title="dominant phase (money)"),
+        ],
+    )
+    labels = base.mark_text(align="left", dx=10, fontSize=11).encode(
+        x="input_tokens_p50:Q", y="output_tokens_p50:Q", text="workload:N"
+    )
+    return (points + labels).properties(height=360)
+
+
+def percentile_lines_chart(df: pd.DataFrame, title: str, series_title: str) -> alt.Chart:
+    """p50 (solid) and p95 (dashed) of each series over time on a log axis; `title` names the y axis with its unit."""
+    return alt.Chart(df).transform_fold(["p50", "p95"], as_=["percentile", "value"]).mark_line(point=True).encode(
+        x=TIME_AXIS,
+        y=alt.Y("value:Q", title=title, scale=alt.Scale(type="log")),
+        color=alt.Color("series:N", title=series_title),
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile", scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]])),
+        tooltip=[alt.Tooltip("t:T", title="time (UTC)"), "series:N", "percentile:N",
+                 alt.Tooltip("value:Q", title=title, format=",.4f"), alt.Tooltip("calls:Q", format=",")],
+    ).properties(height=HEIGHT)
+
+
+def stacked_area_chart(df: pd.DataFrame, value: str, category: str, y_title: str, color_title: str,
+                       colors: alt.Scale | None = None) -> alt.Chart:
+    """Stacked bars over time of `value` split by `category`; `y_title` carries the unit."""
+    color = alt.Color(f"{category}:N", title=color_title, scale=colors) if colors else alt.Color(f"{category}:N", title=color_title)
+    return alt.Chart(df).mark_bar().encode(
+        x=TIME_AXIS,
+        y=alt.Y(f"{value}:Q", title=y_title, stack="zero"),
+        color=color,
+        tooltip=[alt.Tooltip("t:T", title="time (UTC)"), f"{category}:N", alt.Tooltip(f"{value}:Q", title=y_title, format=",.4f")],
+    ).properties(height=HEIGHT)
+
+
+def histogram_chart(df: pd.DataFrame, x_title: str) -> alt.Chart:
+    """Calls per log bucket: bars from each bucket's lower to upper bound on a log axis."""
+    data = df[df["lower_value"] > 0]
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("lower_value:Q", scale=alt.Scale(type="log"), title=x_title),
+        x2="upper_value:Q",
+        y=alt.Y("calls:Q", title="calls"),
+        y2=alt.datum(0),
+        tooltip=[alt.Tooltip("lower_value:Q", title="from", format=",.4f"),
+                 alt.Tooltip("upper_value:Q", title="to", format=",.4f"), alt.Tooltip("calls:Q", format=",")],
+    ).properties(height=220)
+
+
+def bar_chart(df: pd.DataFrame, category: str, value: str, category_title: str, value_title: str,
+              color: str | None = None, color_title: str = "", grouped: bool = False) -> alt.Chart:
+    """Horizontal bars of `value` per `category` (sorted by value); `color` stacks them, or sets them side by side
+    when `grouped`."""
+    enc = {
+        "y": alt.Y(f"{category}:N", title=category_title, sort="-x"),
+        "x": alt.X(f"{value}:Q", title=value_title, stack=None if grouped else "zero"),
+        "tooltip": [f"{category}:N", alt.Tooltip(f"{value}:Q", title=value_title, format=",.4~f")],
+    }
+    if color:
+        enc["color"] = alt.Color(f"{color}:N", title=color_title)
+        enc["tooltip"].append(f"{color}:N")
+        if grouped:
+            enc["yOffset"] = alt.YOffset(f"{color}:N")
+    step = 14 if grouped else 26
+    return alt.Chart(df).mark_bar().encode(**enc).properties(height=alt.Step(step))
+
+
+def slo_chart(df: pd.DataFrame) -> alt.Chart:
+    """Observed percentile per time bin (points red when breached) against the SLO threshold (rule), seconds."""
+    base = alt.Chart(df)
+    line = base.mark_line(point=alt.OverlayMarkDef(size=40)).encode(
+        x=TIME_AXIS, y=alt.Y("observed_s:Q", title="observed percentile (s)"),
+        color=alt.Color("slo:N", title="SLO"),
+    )
+    breaches = base.transform_filter("datum.breached").mark_point(color="red", size=90, filled=True).encode(
+        x="t:T", y="observed_s:Q",
+        tooltip=[alt.Tooltip("t:T", title="time (UTC)"), "slo:N", alt.Tooltip("observed_s:Q", format=",.4f"),
+                 alt.Tooltip("max_s:Q", title="limit (s)")],
+    )
+    rule = base.mark_rule(strokeDash=[4, 4]).encode(y="max_s:Q", color=alt.Color("slo:N"))
+    return (line + rule + breaches).properties(height=HEIGHT)

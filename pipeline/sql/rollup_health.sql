@@ -1,0 +1,39 @@
+-- Data-health relations of the snapshot. Upstream: loads, rejects, requests, phaselens_meta.
+
+-- loads: the ingest ledger, latest 5,000 files. Grain: one row per file per ingest run.
+CREATE TABLE published.loads AS
+SELECT finished_at, file, adapter, kind, status, accepted, duplicates, rejected, skipped, message, run_id, load_id
+FROM loads ORDER BY finished_at DESC NULLS LAST LIMIT 5000;
+
+-- reject_summary: quarantined records per source and reason. Grain: (source, reason).
+CREATE TABLE published.reject_summary AS
+SELECT source, reason, count(*) AS records, min(rejected_at) AS first_rejected_at, max(rejected_at) AS last_rejected_at
+FROM rejects GROUP BY ALL ORDER BY records DESC, source, reason;
+
+-- reject_sample: the latest 20 rejects per reason with their locator and detail (raw input is left out).
+CREATE TABLE published.reject_sample AS
+SELECT source, reason, locator, detail, rejected_at
+FROM rejects
+QUALIFY row_number() OVER (PARTITION BY reason ORDER BY rejected_at DESC NULLS LAST, locator) <= 20
+ORDER BY reason, rejected_at DESC NULLS LAST;
+
+-- unpriced_models: models with calls that have no known price. Grain: (provider, model).
+CREATE TABLE published.unpriced_models AS
+SELECT coalesce(provider, '(unknown)') AS provider, coalesce(model, '(unknown)') AS model,
+       count(*) FILTER (WHERE NOT priced) AS unpriced_calls, count(*) AS calls,
+       sum(input_tokens) FILTER (WHERE NOT priced)::BIGINT AS unpriced_input_tokens,
+       sum(output_tokens) FILTER (WHERE NOT priced)::BIGINT AS unpriced_output_tokens,
+       min(started_at) AS first_call_at, max(started_at) AS last_call_at
+FROM requests GROUP BY ALL HAVING count(*) FILTER (WHERE NOT priced) > 0
+ORDER BY unpriced_calls DESC, provider, model;
+
+-- freshness: one row; how current the data behind this snapshot is (UTC).
+CREATE TABLE published.freshness AS
+SELECT
+  (SELECT count(*) FROM requests) AS calls,
+  (SELECT min(started_at) FROM requests) AS first_call_at,
+  (SELECT max(started_at) FROM requests) AS last_call_at,
+  (SELECT max(finished_at) FROM loads) AS last_load_at,
+  (SELECT count(*) FROM loads) AS loaded_files,
+  (SELECT try_cast(max(value) AS TIMESTAMP) FROM phaselens_meta WHERE key = 'built_at') AS built_at,
+  CAST(now() AT TIME ZONE 'UTC' AS TIMESTAMP) AS published_at;
