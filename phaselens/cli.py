@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -344,6 +343,13 @@ def report(
         typer.echo(str(f))
 
 
+def _exec(cmd: list[str]) -> None:
+    """Become the dashboard server, so a signal to this process (Ctrl+C, SIGTERM) reaches it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(cmd[0], cmd)
+
+
 def _streamlit_cmd(db: Path, port: int, headless: bool) -> list[str]:
     script = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     if not script.exists():  # installed without the source tree
@@ -373,7 +379,7 @@ def dashboard(
     if not path.exists():
         _fail(PhaselensError(f"no store at {path}", "run `phaselens demo` or `phaselens ingest PATH` first"))
     _err(f"dashboard on http://localhost:{port} (store {path}); Ctrl+C to stop")
-    raise typer.Exit(subprocess.call(_streamlit_cmd(path, port, headless)))
+    _exec(_streamlit_cmd(path, port, headless))
 
 
 @app.command()
@@ -409,7 +415,7 @@ def demo(
     _err(f"demo store {db}: {result.total('accepted'):,} records from {len(result.files)} files; {b.workloads} workloads.")
     if not no_dashboard:
         _err(f"dashboard on http://localhost:{port}; Ctrl+C to stop")
-        raise typer.Exit(subprocess.call(_streamlit_cmd(db, port, headless)))
+        _exec(_streamlit_cmd(db, port, headless))
 
 
 def main() -> None:
