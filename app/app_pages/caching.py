@@ -76,8 +76,14 @@ else:
         w = c[0].selectbox("Workload", names, key="whatif_workload")
         life_w = c[1].selectbox("Cache lifetime", lifetimes, format_func=lifetime_label, key="whatif_lifetime")
         measured = c[2].toggle("Use the measured reuse", value=False, key="whatif_measured")
-        rate = None if measured else st.slider("Cache hit rate (% of input tokens read from cache)", 0, 100, 50,
-                                               key="whatif_rate") / 100
+        # start from the hit rate the workload already achieves, so the slider shows what more caching would add
+        achieved = rows.loc[rows["workload"] == w, "achieved_share"].dropna()
+        start = min(100, int(round(float(achieved.iloc[0]) * 100))) if len(achieved) else 50
+        rate = None if measured else st.slider("Cache hit rate (% of input tokens read from cache)", 0, 100, start,
+                                               key=f"whatif_rate_{w}") / 100
+        if len(achieved):
+            st.caption(f"Today {start}% of this workload's input tokens are read from cache; a lower rate shows what "
+                       "losing the cache would cost, a higher one what more caching would save.")
         try:
             result = queries.load_what_if(ctx.snapshot, w, rate, life_w)
         except PhaselensError as e:
