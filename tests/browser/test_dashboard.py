@@ -23,10 +23,7 @@ from tests.app.test_live import holds_open, new_calls_file
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent / "screenshots"
+from tests.browser.conftest import CHROMIUM, SHOTS  # noqa: E402
 PHASELENS = Path(sys.executable).with_name("phaselens")
 # page title in the sidebar navigation -> heading the page shows
 NAV = {"Overview": "Overview", "Workload detail": "Workload detail", "Latency": "Latency", "Cost": "Cost",
@@ -81,14 +78,6 @@ class Dashboard:
                 break
             except subprocess.TimeoutExpired:
                 continue
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 class Watched:

@@ -19,24 +19,13 @@ from tests.test_report import build_store
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent / "screenshots"
+from tests.browser.conftest import CHROMIUM, SHOTS  # noqa: E402
 SECTIONS = ("1. The answer: which phase dominates, and the lever", "2. Changes against the previous period", "3. Detail")
 
 if not CHROMIUM.exists():
     pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (`./dev.sh test` installs it as root)",
                 allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def open_report(browser, html: Path, shot: Path) -> tuple[list[str], list[str], object]:
