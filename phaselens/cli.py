@@ -68,8 +68,9 @@ def _publish(con, db: Path | None, config=None) -> None:
 
 
 def _config(config: Path | None):
-    path = config or (Path(os.environ["PHASELENS_CONFIG"]) if os.environ.get("PHASELENS_CONFIG") else None)
-    return load_config(path)
+    from phaselens.models import Settings
+
+    return load_config(config or Settings().config)
 
 
 @app.command()
