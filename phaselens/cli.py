@@ -106,7 +106,10 @@ def ingest(
             line = f"[{i}/{n}] {r.status:9} {r.file} ({r.adapter or '-'}; {counts}; {r.seconds:.1f} s)"
             _err(line + (f"\n          {r.message}" if r.message and r.status != "unchanged" else ""))
 
-        result = run_ingest(con, paths, options={"fx": rates}, force=force, on_file=progress)
+        def within_file(lines_done: int) -> None:  # large OTLP files report each 64 MB chunk
+            _err(f"          ... {lines_done:,} lines read")
+
+        result = run_ingest(con, paths, options={"fx": rates, "progress": within_file}, force=force, on_file=progress)
         _publish(con, db)
     except PhaselensError as e:
         _fail(e, 2)
