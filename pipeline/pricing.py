@@ -279,6 +279,7 @@ def build_costs(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None) -> 
         if own_timing:
             con.execute("CREATE TEMP VIEW call_timing AS SELECT call_id, prefill_s, decode_s FROM raw_calls")
         con.execute(sql_text("gpu_costs"))
+        con.execute(sql_text("call_unit_prices"))
         con.execute(sql_text("call_costs"))
         for name in _TEMP_TABLES:
             con.execute(f"DROP TABLE IF EXISTS {name}")

@@ -1,29 +1,10 @@
 -- caching_prices: the per-token input prices of each priced call and its input cost as billed, so a
 -- cache's effect can be priced per call at the call's own price.
 -- Grain: one row per call priced per token (not GPU-hour deployments) with every input price known.
--- Upstream: raw_calls, price_table (USD per token; the same row call_costs.sql picks: key, UTC day,
--- time-of-day window and the highest input tier the call reaches), call_costs.
+-- Upstream: call_unit_prices (USD per token; the row call_costs.sql prices the call with), call_costs.
 CREATE OR REPLACE TEMP TABLE caching_prices AS
-WITH calls AS (
-  SELECT
-    call_id, provider, model, model_raw,
-    CAST(started_at AS DATE) AS day,
-    coalesce(hour(started_at) * 3600 + minute(started_at) * 60 + second(started_at), 0) AS second_of_day,
-    coalesce(uncached_input_tokens, 0) + coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0)
-      AS total_input_tokens
-  FROM raw_calls
-),
-price AS (
-  SELECT c.call_id, p.uncached_input, p.cache_read, p.cache_write, p.cache_write_1h
-  FROM calls c
-  JOIN price_table p
-    ON p.provider IS NOT DISTINCT FROM c.provider
-   AND p.model IS NOT DISTINCT FROM c.model
-   AND p.model_raw IS NOT DISTINCT FROM c.model_raw
-   AND p.day IS NOT DISTINCT FROM c.day
-   AND c.second_of_day >= p.window_start_s AND c.second_of_day < p.window_end_s
-   AND p.tier_start_input_tokens <= c.total_input_tokens
-  QUALIFY row_number() OVER (PARTITION BY c.call_id ORDER BY p.tier_start_input_tokens DESC) = 1
+WITH price AS (
+  SELECT call_id, uncached_input, cache_read, cache_write, cache_write_1h FROM call_unit_prices
 )
 SELECT
   p.call_id,

@@ -1,8 +1,7 @@
 -- call_costs: what each model call cost in USD, split into the input side (prefill: uncached input, cache
 -- read, cache write) and the output side (decode: output tokens, reasoning included).
 -- Grain: one row per raw_calls.call_id.
--- Upstream: raw_calls; price_table (USD per token per provider, model, raw model, UTC day, time-of-day
--- window and input-token tier); pricing_gpu_call_costs (from gpu_costs.sql, for self-hosted deployments).
+-- Upstream: raw_calls; call_unit_prices (call_unit_prices.sql: each call's row of price_table); pricing_gpu_call_costs (from gpu_costs.sql, for self-hosted deployments).
 -- Exact: tokens × DECIMAL unit price, never through DOUBLE, rounded once per bucket to DECIMAL(38, 12).
 -- A call without a price keeps NULL costs and priced = false, never $0; unpriced_reason says why:
 --   no_model, no_price, no_list_price_for_discount, self_hosted_no_deployment (from price_table),
@@ -26,21 +25,7 @@ WITH calls AS (
       OR cache_write_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS has_usage
   FROM raw_calls
 ),
-price AS (   -- the row of the call's key, time-of-day window and highest tier reached by its total input
-  SELECT
-    c.call_id,
-    p.uncached_input, p.cache_read, p.cache_write, p.cache_write_1h, p.output,
-    p.price_source, p.matched_model, p.deployment, p.unpriced_reason
-  FROM calls c
-  JOIN price_table p
-    ON p.provider IS NOT DISTINCT FROM c.provider
-   AND p.model IS NOT DISTINCT FROM c.model
-   AND p.model_raw IS NOT DISTINCT FROM c.model_raw
-   AND p.day IS NOT DISTINCT FROM c.day
-   AND c.second_of_day >= p.window_start_s AND c.second_of_day < p.window_end_s
-   AND p.tier_start_input_tokens <= c.total_input_tokens
-  QUALIFY row_number() OVER (PARTITION BY c.call_id ORDER BY p.tier_start_input_tokens DESC) = 1
-),
+price AS (SELECT * FROM call_unit_prices),
 token_costs AS (   -- USD as DECIMAL(38, 18); NULL where a bucket has tokens but no price
   SELECT
     c.call_id, c.status, c.has_usage,
