@@ -160,13 +160,17 @@ def stage_otlp_lines(
     """
     for m in _MACROS:
         con.execute(m)
-    chunk = pa.table({"line_no": pa.array(range(first_line, first_line + len(lines)), pa.int64()),
-                      "line": pa.array(lines, pa.large_string())})
-    con.register("otlp_chunk", chunk)
+    # Lines reach DuckDB as a list parameter, not a registered Arrow table: DuckDB can keep an Arrow
+    # scan's buffers alive after unregister, which made memory grow with every chunk.
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE otlp_chunk AS "
+        "SELECT $first + generate_subscripts($lines, 1) - 1 AS line_no, unnest($lines) AS line",
+        {"first": first_line, "lines": lines},
+    )
     try:
         return _stage_chunk(con, display)
     finally:
-        con.unregister("otlp_chunk")
+        con.execute("DROP TABLE IF EXISTS otlp_chunk")
 
 
 def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str) -> tuple[StageCounts, int]:

@@ -18,7 +18,10 @@ class Settings(BaseSettings):
     db: Path = Field(default=DEFAULT_DB, description="DuckDB store file (`--db`, else PHASELENS_DB).")
     config: Path | None = Field(default=None, description="Configuration file (TOML or YAML), docs/config.md.")
     memory_limit: str = Field(
-        default="3GB", description="Memory DuckDB may use when writing (ingest, build); it spills to disk beyond it."
+        default="1GB", description="Memory DuckDB may use when loading files; it spills to disk beyond it."
+    )
+    build_memory_limit: str = Field(
+        default="6GB", description="Memory DuckDB may use during `phaselens build` (large joins and windows)."
     )
 
 

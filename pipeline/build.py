@@ -88,6 +88,9 @@ def build(
         if on_stage:
             on_stage(name, result.seconds[name])
 
+    from phaselens.models import Settings
+
+    con.execute("SET memory_limit = ?", [Settings().build_memory_limit])
     with telemetry.operation("build"):
         _run_stages(con, config, stage)
     result.calls, result.unpriced_calls, result.estimated_calls, result.workloads = con.execute(

@@ -69,7 +69,7 @@ def connect(db: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnec
             ) from e
         raise StoreError(f"cannot open the store {db}: {e}", "check the path and its permissions") from e
     if not read_only:
-        # Bounded memory whatever the input size: DuckDB spills to <db>.tmp beyond this.
+        # Bounded memory whatever the input size: DuckDB spills to <db>.tmp beyond this (build raises it).
         con.execute("SET memory_limit = ?", [Settings().memory_limit])
     install_macros(con)
     if not read_only:
