@@ -347,14 +347,21 @@ def report(
         typer.echo(str(f))
 
 
-def _exec(cmd: list[str]) -> None:
+def _exec(cmd: list[str], open_browser_at: str | None = None) -> None:
     """Become the dashboard server, so a signal to this process (Ctrl+C, SIGTERM) reaches it."""
+    if open_browser_at:
+        # The server always runs headless (otherwise Streamlit's first-run e-mail prompt blocks on stdin);
+        # a short-lived helper opens the browser once the server is up.
+        import subprocess
+
+        subprocess.Popen([sys.executable, "-c", f"import time, webbrowser; time.sleep(3); webbrowser.open({open_browser_at!r})"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(cmd[0], cmd)
 
 
-def _streamlit_cmd(db: Path, port: int, headless: bool) -> list[str]:
+def _streamlit_cmd(db: Path, port: int) -> list[str]:
     script = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     if not script.exists():  # installed without the source tree
         from importlib import resources
@@ -363,7 +370,7 @@ def _streamlit_cmd(db: Path, port: int, headless: bool) -> list[str]:
     # The app reads only published snapshots (pipeline/publish.py), so it never locks the store a batch run writes.
     return [
         sys.executable, "-m", "streamlit", "run", str(script),
-        "--server.port", str(port), "--server.address", "localhost", "--server.headless", "true" if headless else "false",
+        "--server.port", str(port), "--server.address", "localhost", "--server.headless", "true",
         "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal",
         "--browser.gatherUsageStats", "false", "--", "--db", str(db),
     ]
@@ -383,7 +390,7 @@ def dashboard(
     if not path.exists():
         _fail(PhaselensError(f"no store at {path}", "run `phaselens demo` or `phaselens ingest PATH` first"))
     _err(f"dashboard on http://localhost:{port} (store {path}); Ctrl+C to stop")
-    _exec(_streamlit_cmd(path, port, headless))
+    _exec(_streamlit_cmd(path, port), None if headless else f"http://localhost:{port}")
 
 
 @app.command()
@@ -419,7 +426,7 @@ def demo(
     _err(f"demo store {db}: {result.total('accepted'):,} records from {len(result.files)} files; {b.workloads} workloads.")
     if not no_dashboard:
         _err(f"dashboard on http://localhost:{port}; Ctrl+C to stop")
-        _exec(_streamlit_cmd(db, port, headless))
+        _exec(_streamlit_cmd(db, port), None if headless else f"http://localhost:{port}")
 
 
 def main() -> None:
