@@ -264,3 +264,29 @@ def load_what_if(snapshot: str, workload: str, hit_rate: float | None, lifetime_
         return what_if(cur, workload, hit_rate, lifetime_s)
     finally:
         cur.close()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def load_whatif_targets(snapshot: str) -> list[str]:
+    """`provider/model` pairs the what-if can move a workload to: those with a latency model, then priced ones."""
+    df = _query(snapshot, (
+        "SELECT provider || '/' || model AS target FROM latency_fits WHERE kind = 'generation' AND method <> 'none' "
+        "UNION SELECT DISTINCT provider || '/' || model FROM whatif_calls WHERE provider IS NOT NULL AND model IS NOT "
+        "NULL ORDER BY 1"
+    ))
+    return df["target"].tolist()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def load_whatif(snapshot: str, workload: str, targets: tuple[str, ...], f: Filters) -> dict:
+    """The routing what-if of `workload` over the filters' period: the same function `phaselens whatif` runs."""
+    from phaselens.pipeline.whatif import Target, snapshot_inputs, whatif
+
+    cur = _database(snapshot).cursor()
+    try:
+        settings, book, slos = snapshot_inputs(cur)
+        p = f.params()
+        return whatif(cur, workload, [Target.parse(t) for t in targets], p["since"], p["until"],
+                      settings=settings, slos=slos, pricebook=book)
+    finally:
+        cur.close()

@@ -17,6 +17,7 @@ from .latency import LatencySettings
 from .pricebook import PriceBook, load_validated
 from .reconcile import ReconcileSettings
 from .run import RunSettings
+from .whatif import WhatIfSettings
 
 
 class _Section(BaseModel):
@@ -99,6 +100,7 @@ class Config(PriceBook):
     caching: CachingSettings = Field(default_factory=CachingSettings, description="docs/caching.md")
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings, description="docs/reconciliation.md")
     run: RunSettings | None = Field(default=None, description="`phaselens run` (docs/operations.md)")
+    whatif: WhatIfSettings = Field(default_factory=WhatIfSettings, description="docs/whatif.md")
 
     @property
     def pricebook(self) -> PriceBook:

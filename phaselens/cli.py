@@ -243,6 +243,50 @@ def explain(
 
 
 @app.command()
+def whatif(
+    workload: Annotated[str, typer.Argument(help="Workload name, as `phaselens workloads` lists it.")],
+    to: Annotated[list[str], typer.Option("--to", help="Target PROVIDER/MODEL; repeat for several.")],
+    db: DbOpt = None, config: ConfigOpt = None,
+    period: Annotated[Optional[str], typer.Option(
+        help="YYYY-MM-DD, YYYY-Www, YYYY-MM, latest_day ...; default: every call of the store.")] = None,
+    since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
+) -> None:
+    """Replay a workload on other models: predicted TTFT, ITL, cost and goodput beside what it got.
+
+    Example: phaselens whatif tab_completion --to openai/gpt-4o --to azure.ai.openai/gpt-4.1-mini --format json
+    """
+    from phaselens.pipeline.whatif import Target, result_rows
+    from phaselens.pipeline.whatif import whatif as run_whatif
+
+    try:
+        targets = [Target.parse(t) for t in to]
+        cfg = _config(config)
+        con = _open(db, read_only=True)
+        _need_build(con)
+        if period is not None:
+            from phaselens.pipeline.report import report_period
+
+            p = report_period(con, period, since, until)
+            since, until = p.start, p.end
+        result = run_whatif(con, workload, targets, since, until, settings=cfg.whatif,
+                            slos=[(s.workload, s.metric, s.max_s) for s in cfg.slos], pricebook=cfg.pricebook)
+    except PhaselensError as e:
+        _fail(e)
+    if fmt == Format.json:
+        import json
+
+        from phaselens.output import plain_tree
+
+        typer.echo(json.dumps(plain_tree(result), indent=2))
+        return
+    cols, rows = result_rows(result)
+    typer.echo(render(cols, rows, fmt, max_width=120))
+    if fmt == Format.table:
+        _err(f"{result['calls']:,} calls of {workload} over {result['days']} day(s); "
+             "`--format json` gives each prediction's basis, caching and tokenizer assumptions.")
+
+
+@app.command()
 def reconcile(
     db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
     all_columns: Annotated[bool, typer.Option("--all", help="Every column (json/csv always have all).")] = False,

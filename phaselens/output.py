@@ -30,6 +30,15 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def plain_tree(v: Any) -> Any:
+    """A nested result (dicts, lists, Decimals, dates) as JSON-ready values, as `render` writes them."""
+    if isinstance(v, dict):
+        return {k: plain_tree(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [plain_tree(x) for x in v]
+    return _plain(v)
+
+
 def _cell(v: Any) -> str:
     if v is None:
         return ""

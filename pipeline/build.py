@@ -9,6 +9,7 @@ Stages, in order (each leaves one or more tables; SQL in `pipeline/sql/`):
 5. `caching_*`         prefix reuse and what a prompt cache would save
 6. `call_attribution`  the per-call results joined; `requests` reads it
 7. `workloads`         per-workload split, dominance, shape, diagnosis and lever
+8. `whatif_calls`      the bounded replay set of the routing what-if (pipeline/whatif.py)
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
         stage("workloads", lambda: con.execute(sql_text("workloads")))
+        stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
         con.execute(
             "INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))"
         )

@@ -44,6 +44,7 @@ ROLLUP_FILES: tuple[str, ...] = (
 # Whole-store relations copied as they are when the build has made them (the pages say when one is missing).
 COPIED_RELATIONS: tuple[str, ...] = (
     "latency_fits", "caching_opportunity", "caching_by_workload", "reconciliation", "untraced_costs",
+    "whatif_calls",
 )
 
 # Macro files over optional relations, created when the snapshot has those relations.
@@ -127,7 +128,27 @@ def _previous_slos(db_path: Path | str) -> list[tuple[str, str, float]]:
         return []
 
 
-def _write_relations(con: duckdb.DuckDBPyConnection, slos: list[tuple[str, str, float]]) -> None:
+def _previous_whatif_config(db_path: Path | str) -> str | None:
+    """The what-if configuration of the current snapshot, carried over like the SLOs."""
+    snap = current_snapshot(db_path)
+    if snap is None:
+        return None
+    try:
+        with duckdb.connect(str(snap), read_only=True) as prev:
+            row = prev.execute("SELECT config_json FROM whatif_config").fetchone()
+            return row[0] if row else None
+    except duckdb.Error:
+        return None
+
+
+def whatif_config_json(config: Config) -> str:
+    """What the dashboard's what-if panel needs of the configuration: tokenizer ratios and the price book."""
+    return config.model_dump_json(include={"whatif", "prices", "deployments"})
+
+
+def _write_relations(
+    con: duckdb.DuckDBPyConnection, slos: list[tuple[str, str, float]], whatif_json: str | None = None
+) -> None:
     for view, (source, select) in OPTIONAL_INPUTS.items():
         body = select if relation_exists(con, source) else EMPTY_INPUTS[view]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {body}")
@@ -141,6 +162,9 @@ def _write_relations(con: duckdb.DuckDBPyConnection, slos: list[tuple[str, str, 
     con.execute(f"CREATE TABLE {ALIAS}.slos (workload VARCHAR, metric VARCHAR, max_s DOUBLE)")
     if slos:
         con.executemany(f"INSERT INTO {ALIAS}.slos VALUES (?, ?, ?)", slos)
+    con.execute(f"CREATE TABLE {ALIAS}.whatif_config (config_json VARCHAR)")
+    if whatif_json is not None:
+        con.execute(f"INSERT INTO {ALIAS}.whatif_config VALUES (?)", [whatif_json])
 
 
 def _finish_snapshot(path: Path, store: Path | str) -> None:
@@ -189,10 +213,11 @@ def publish(con: duckdb.DuckDBPyConnection, db_path: Path | str, config: Config 
     folder = published_dir(db_path)
     folder.mkdir(parents=True, exist_ok=True)
     slos = [(s.workload, s.metric, s.max_s) for s in config.slos] if config is not None else _previous_slos(db_path)
+    whatif_json = whatif_config_json(config) if config is not None else _previous_whatif_config(db_path)
     path = _new_snapshot_path(folder)
     con.execute(f"ATTACH {_quote(str(path))} AS {ALIAS}")
     try:
-        _write_relations(con, slos)
+        _write_relations(con, slos, whatif_json)
         con.execute(f"CHECKPOINT {ALIAS}")
     except BaseException:
         con.execute(f"DETACH {ALIAS}")

@@ -16,7 +16,7 @@ DOCS = {
     "requests": "store.md", "workloads": "store.md", "invoice_costs": "store.md", "billing_lines": "store.md",
     "rejects": "store.md", "loads": "store.md", "latency_fits": "latency.md", "caching_opportunity": "caching.md",
     "caching_by_workload": "caching.md", "reconciliation": "reconciliation.md", "untraced_costs": "reconciliation.md",
-    "allocated_costs": "reconciliation.md", "deployment_costs": "pricebook.md",
+    "allocated_costs": "reconciliation.md", "deployment_costs": "pricebook.md", "whatif_calls": "whatif.md",
 }
 
 

@@ -13,6 +13,53 @@ from phaselens.app.ui import context, count, empty_state, no_calls, pct, seconds
 COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
                 "cache_write_usd": "cache write", "output_usd": "output"}
 
+
+
+def whatif_panel(ctx, name: str, f) -> None:
+    """Move this workload to other models: predicted TTFT, ITL, cost and goodput beside today's (docs/whatif.md)."""
+    from phaselens.pipeline.errors import PhaselensError
+    from phaselens.pipeline.whatif import result_rows
+
+    st.subheader("Routing what-if")
+    if not queries.has_relation(ctx.snapshot, "whatif_calls"):
+        empty_state("No what-if replay set in this snapshot yet.", f"Run `phaselens build --db {ctx.db}` to make it.")
+        return
+    options = queries.load_whatif_targets(ctx.snapshot)
+    picked = st.multiselect("Move it to", options, key="whatif_targets",
+                            help="Each target's calls are replayed through its fitted latency model and its prices.")
+    if not picked:
+        st.caption("Pick one or more provider/model pairs to see this workload's predicted TTFT, ITL, cost and "
+                   "goodput there, beside what it got. The period filter applies.")
+        return
+    try:
+        result = queries.load_whatif(ctx.snapshot, name, tuple(picked), replace(f, workloads=()))
+    except PhaselensError as e:
+        st.warning(f"{e.message}. {e.fix}")
+        return
+    _, rows = result_rows(result)
+    table = pd.DataFrame([{
+        "option": r[0], "TTFT p50": seconds(r[1]), "TTFT p95": seconds(r[2]), "ITL p50": seconds(r[3]),
+        "ITL p95": seconds(r[4]), "e2e p95": seconds(r[6]), "cost per day": usd(r[7]), "goodput": pct(r[8]),
+        "$ per good call": usd(r[9], 4), "Δ cost per day": usd(r[10]), "latency basis": r[13],
+    } for r in rows])
+    st.dataframe(table, hide_index=True, width="stretch")
+    slo_text = ", ".join(f"{s['metric']} ≤ {seconds(s['max_s'])}" for s in result["slos"]) or "no SLO configured"
+    st.caption(f"{count(result['calls'])} calls over {result['days']} day(s) replayed; goodput = share of calls "
+               f"meeting each SLO per call ({slo_text}).")
+    for t in result["targets"]:
+        b = t["basis"]
+        with st.expander(f"{t['target']}: basis and assumptions" + (" (warnings)" if t["warnings"] else "")):
+            if b.get("latency_model"):
+                st.text(f"Latency model: {b['latency_model']} fitted on {count(b['fit_calls'])} calls; held-out "
+                        f"error TTFT {pct(b['holdout_mape_ttft'])}, decode {pct(b['holdout_mape_decode'])}. "
+                        f"Spread: {b['spread']}.")
+            st.text(f"Caching: {t['caching']}.")
+            st.text(f"Tokenizer ratio applied: {t['token_ratio']['applied']} "
+                    f"({', '.join(t['token_ratio']['source_families'])} -> {t['token_ratio']['target_family']}).")
+            for w in t["warnings"]:
+                st.warning(w)
+
+
 ctx = context()
 st.title("Workload detail")
 if not no_calls(ctx):
@@ -42,6 +89,8 @@ if not no_calls(ctx):
                    f"and {count(row['output_tokens_p50'])} output tokens per call. The diagnosis covers the whole store.")
     else:
         empty_state("No diagnosis for this workload yet.", f"Run `phaselens build --db {ctx.db}` to derive it.")
+
+    whatif_panel(ctx, name, f)
 
     st.subheader("Latency distributions")
     c = st.columns(2)
