@@ -13,6 +13,7 @@ hashes of the leading message blocks are kept (`prefix_hashes`).
 
 from __future__ import annotations
 
+import functools
 import json
 import zlib
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from typing import ClassVar
 import duckdb
 import pyarrow as pa
 
+from . import conventions
 from .base import SourceFile, StageCounts, UnreadableFile
 
 _ANY = {
@@ -43,7 +45,8 @@ _SPAN = {
     "startTimeUnixNano": "VARCHAR",
     "endTimeUnixNano": "VARCHAR",
     "attributes": _KV,
-    "events": [{"timeUnixNano": "VARCHAR", "name": "VARCHAR"}],
+    "events": [{"timeUnixNano": "VARCHAR", "name": "VARCHAR"}],  # event attributes (text) are never read
+    "droppedEventsCount": "VARCHAR",
     "status": {"code": "INTEGER", "message": "VARCHAR"},
 }
 STRUCTURE = json.dumps(
@@ -78,6 +81,11 @@ _MACROS = [
     f" AND regexp_matches(k, '{CONTENT_KEY_PATTERN}')",
     # the value of attribute `name`: the first one when a key repeats
     "CREATE OR REPLACE TEMP MACRO av(keys, vals, name) AS vals[list_position(keys, name)]",
+    "CREATE OR REPLACE TEMP MACRO otlp_json_path(x, p) AS "
+    "CASE WHEN x IS NOT NULL AND left(ltrim(x), 1) IN ('{', '[') AND json_valid(x) THEN json_extract_string(x, p) END",
+    # an ISO 8601 time (Langfuse writes it JSON-quoted) as seconds after the span's start
+    "CREATE OR REPLACE TEMP MACRO otlp_iso_after_start(x, start_ns) AS "
+    "(epoch_ns(TRY_CAST(trim(x, '\"') AS TIMESTAMPTZ)) - start_ns) / 1e9",
     "CREATE OR REPLACE TEMP MACRO otlp_json_object(keys, vals) AS '{' || array_to_string("
     "list_transform(list_zip(keys, vals), lambda p: to_json(p[1]) || ':' || coalesce(to_json(p[2]), 'null')), ',') || '}'",
 ]
@@ -88,6 +96,27 @@ CHUNK_BYTES = 64 * 1024 * 1024  # lines per DuckDB pass: bounds memory whatever 
 
 def _sql(name: str) -> str:
     return resources.files("phaselens.ingest").joinpath("sql", f"{name}.sql").read_text()
+
+
+def _in_list(values: tuple[str, ...]) -> str:
+    return ", ".join("'" + x.replace("'", "''") + "'" for x in values)
+
+
+@functools.cache
+def spans_sql() -> str:
+    """sql/otlp_spans.sql with the column expressions generated from the conventions table."""
+    return (_sql("otlp_spans").replace("{{CONVENTION_COLUMNS}}", conventions.sql_columns())
+            .replace("{{NOT_CALLS}}", _in_list(conventions.NOT_CALLS))
+            .replace("{{EMBEDDING_OPS}}", _in_list(tuple(x.lower() for x in conventions.EMBEDDING_OPS))))
+
+
+MERGE_ROUNDS = 4  # label propagation rounds: enough for chains of up to 2**4 spans of one call
+
+
+def keep_list(options: dict | None) -> list[str]:
+    """The attribute allow-list for a load: the conventions' keys plus `keep_attributes` from the options."""
+    extra = (options or {}).get("keep_attributes") or ()
+    return conventions.stored_keys(tuple(extra))
 
 
 def _looks_like_otlp(src: SourceFile) -> bool:
@@ -122,7 +151,7 @@ class OtlpJsonAdapter:
         total, batches = StageCounts(), 0
         chunks = _line_chunks(src) if _is_json_lines(src) else [(1, [src.read_bytes().decode("utf-8", "replace")])]
         for first_line, lines in chunks:
-            counts, good = stage_otlp_lines(con, lines, src.display, first_line)
+            counts, good = stage_otlp_lines(con, lines, src.display, first_line, keep=keep_list(src.options))
             batches += good
             total = StageCounts(total.accepted + counts.accepted, total.rejected + counts.rejected,
                                 total.skipped + counts.skipped)
@@ -152,11 +181,13 @@ def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
 
 
 def stage_otlp_lines(
-    con: duckdb.DuckDBPyConnection, lines: list[str], display: str, first_line: int = 1
+    con: duckdb.DuckDBPyConnection, lines: list[str], display: str, first_line: int = 1,
+    keep: list[str] | None = None,
 ) -> tuple[StageCounts, int]:
     """Parse OTLP JSON lines (numbered from `first_line`) into staged calls and rejects.
 
-    Returns the counts and the number of lines that were OTLP batches (the receiver uses it too).
+    `keep` is the attribute allow-list (default: the conventions' keys, see `keep_list`). Returns the
+    counts and the number of lines that were OTLP batches (the receiver uses it too).
     """
     for m in _MACROS:
         con.execute(m)
@@ -168,12 +199,12 @@ def stage_otlp_lines(
         {"first": first_line, "lines": lines},
     )
     try:
-        return _stage_chunk(con, display)
+        return _stage_chunk(con, display, keep if keep is not None else keep_list(None))
     finally:
         con.execute("DROP TABLE IF EXISTS otlp_chunk")
 
 
-def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str) -> tuple[StageCounts, int]:
+def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) -> tuple[StageCounts, int]:
     """Stage one chunk; returns its counts and how many of its lines were OTLP batches."""
     con.execute(
         """
@@ -181,8 +212,9 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str) -> tuple[StageCou
         SELECT line_no, j,
                CASE WHEN NOT ok THEN 'malformed_json' WHEN j.resourceSpans IS NULL THEN 'unsupported_record' END AS bad,
                CASE WHEN NOT ok OR j.resourceSpans IS NULL THEN
-                 CASE WHEN regexp_matches(line, 'messages|\\.content|input\\.value|output\\.value|gen_ai\\.prompt')
-                      THEN '[withheld: may contain prompt text]' ELSE left(line, 200) END
+                 -- never the line itself: any string in it may be prompt text
+                 '[withheld: ' || strlen(line) || ' bytes, md5 ' || left(md5(line), 12) || ']'
+
                END AS raw
         FROM (
           SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
@@ -191,14 +223,24 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str) -> tuple[StageCou
         """,
         {"structure": STRUCTURE},
     )
-    con.execute(_sql("otlp_spans"), {"display": display})
+    con.execute(spans_sql(), {"display": display, "keep": keep})
     con.execute(_sql("otlp_prefix"))
+    con.execute(_sql("otlp_merge"))
+    for _ in range(MERGE_ROUNDS):
+        con.execute(_sql("otlp_merge_step"))
+    con.execute(_sql("otlp_calls"))
     con.execute(
         """
         INSERT INTO stage_calls BY NAME
-        SELECT s.* EXCLUDE (content_attrs, _kind, _reason, line_no), p.prefix_hashes, p.prefix_tokens
-        FROM otlp_spans s LEFT JOIN otlp_prefix p USING (call_id)
-        WHERE s._kind = 'call' AND s._reason IS NULL
+        SELECT c.* EXCLUDE (n_spans, merged_ids), p.prefix_hashes, p.prefix_tokens
+        FROM otlp_calls c
+        LEFT JOIN (  -- prompt hashes of the call's first span that had prompt text
+          SELECT c2.call_id, arg_min(p.prefix_hashes, len(p.prefix_hashes) = 0) AS prefix_hashes,
+                 arg_min(p.prefix_tokens, len(p.prefix_hashes) = 0) AS prefix_tokens
+          FROM otlp_calls c2, unnest(list_prepend(c2.call_id, list_transform(c2.merged_ids, lambda m: 'otlp:' || m))) AS u(member)
+          JOIN otlp_prefix p ON p.call_id = u.member
+          GROUP BY c2.call_id
+        ) p USING (call_id)
         """
     )
     con.execute(
@@ -224,17 +266,15 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str) -> tuple[StageCou
         """,
         {"display": display},
     )
-    accepted, rejected, skipped = con.execute(
-        """
-        SELECT count(*) FILTER (WHERE _kind = 'call' AND _reason IS NULL),
-               count(*) FILTER (WHERE _reason IS NOT NULL),
-               count(*) FILTER (WHERE _kind = 'skip')
-        FROM otlp_spans
-        """
+    rejected, skipped = con.execute(
+        "SELECT count(*) FILTER (WHERE _reason IS NOT NULL), count(*) FILTER (WHERE _kind = 'skip') FROM otlp_spans"
     ).fetchall()[0]
+    # spans merged into another span's call count as skipped: they describe a call stored once
+    accepted, merged = con.execute("SELECT count(*), coalesce(sum(n_spans - 1), 0) FROM otlp_calls").fetchall()[0]
+    skipped += merged
     # fetchall, not fetchone: an open result would keep the registered chunk in use
     total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
-    for t in ("otlp_prefix", "otlp_spans", "otlp_batches"):
+    for t in ("otlp_calls", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return StageCounts(accepted=accepted, rejected=rejected + bad_lines, skipped=skipped), total_lines - bad_lines
 

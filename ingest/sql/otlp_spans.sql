@@ -1,6 +1,7 @@
 -- otlp_spans: every span of the parsed OTLP JSON batches in `otlp_batches(line_no, j)`, as canonical LlmCall
--- columns plus `_kind` (call | skip), `_reason` and `_detail` (reject). Grain: one row per span.
--- Attribute names accepted per convention: docs/formats.md §1–§4 (and their aliases in §0.8, §3.4).
+-- columns plus `_kind` (call | skip), `_reason` (reject) and the span's own times for merging (otlp_merge.sql).
+-- Grain: one row per span. The attribute names per column come from ingest/conventions.py, templated in where
+-- the placeholder CONVENTION_COLUMNS stands; `$keep` is the privacy allow-list (attributes kept in attributes_json).
 CREATE OR REPLACE TEMP TABLE otlp_spans AS
 WITH resource_spans AS (
   SELECT line_no, unnest(j.resourceSpans) AS r FROM otlp_batches WHERE j IS NOT NULL
@@ -13,167 +14,192 @@ scope_spans AS (
   FROM resource_spans
 ),
 spans AS (
-  SELECT line_no, rk, rv, s.scope.name AS scope_name, unnest(s.spans) AS x FROM scope_spans
+  SELECT line_no, rk, rv, coalesce(s.scope.name, '') AS scope_name, unnest(s.spans) AS x FROM scope_spans
 ),
 flat AS (
   SELECT
     line_no, scope_name, x.name AS span_name, x.kind AS span_kind,
     lower(x.traceId) AS trace_id, lower(x.spanId) AS span_id, nullif(lower(x.parentSpanId), '') AS parent_span_id,
-    TRY_CAST(x.startTimeUnixNano AS HUGEINT) AS start_ns,
+    TRY_CAST(x.startTimeUnixNano AS HUGEINT) AS start_ns0,
     TRY_CAST(x.endTimeUnixNano AS HUGEINT) AS end_ns,
     x.status.code AS status_code,
     x.events AS events,
+    coalesce(TRY_CAST(x.droppedEventsCount AS BIGINT), 0) AS dropped_events,
     rk, rv,
-    list_filter(x.attributes, lambda a: NOT otlp_is_content(a.key)) AS kept,  -- prompt/completion text dropped
-    list_filter(x.attributes, lambda a: otlp_is_content(a.key)) AS content_attrs
+    -- prompt/completion text: only for hashing the leading blocks (otlp_prefix.sql), never stored
+    list_filter(x.attributes, lambda a: otlp_is_content(a.key)) AS content_attrs,
+    list_transform(list_filter(x.attributes, lambda a: NOT otlp_is_content(a.key)), lambda a: a.key) AS k,
+    list_transform(list_filter(x.attributes, lambda a: NOT otlp_is_content(a.key)), lambda a: otlp_value(a.value)) AS v
   FROM spans
 ),
-kv AS (
-  SELECT * EXCLUDE (kept),
-         list_transform(kept, lambda a: a.key) AS k,
-         list_transform(kept, lambda a: otlp_value(a.value)) AS v
-  FROM flat
+conv AS (
+  SELECT *, start_ns0 AS start_ns FROM flat
 ),
 typed AS (
   SELECT
     *,
-    coalesce(av(k, v, 'gen_ai.operation.name'), av(k, v, 'llm.request.type'),
-             CASE av(k, v, 'openinference.span.kind') WHEN 'LLM' THEN 'chat' WHEN 'EMBEDDING' THEN 'embeddings' END,
-             CASE WHEN span_name = 'llm_request' THEN 'chat' END) AS op_raw,
-    coalesce(av(k, v, 'gen_ai.response.model'), av(k, v, 'gen_ai.request.model'), av(k, v, 'llm.model_name'),
-             av(k, v, 'llm.response.model_name'), av(k, v, 'llm.request.model_name'), av(k, v, 'embedding.model_name')) AS model_raw,
-    coalesce(av(k, v, 'gen_ai.provider.name'), av(k, v, 'gen_ai.system'), av(k, v, 'llm.provider'), av(k, v, 'llm.system'),
-             CASE WHEN span_name = 'llm_request' OR scope_name LIKE 'vllm%' THEN 'vllm' END) AS provider_raw,
-    coalesce(av(k, v, 'gen_ai.usage.input_tokens'), av(k, v, 'gen_ai.usage.prompt_tokens'), av(k, v, 'llm.token_count.prompt')) AS in_total_raw,
-    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.input_tokens'), av(k, v, 'gen_ai.usage.prompt_tokens'), av(k, v, 'llm.token_count.prompt')) AS DOUBLE) AS BIGINT) AS in_total,
-    coalesce(av(k, v, 'gen_ai.usage.cache_read.input_tokens'), av(k, v, 'gen_ai.usage.cache_read_input_tokens'),
-             av(k, v, 'llm.token_count.prompt_details.cache_read'), av(k, v, 'gen_ai.usage.cached_tokens')) AS cache_read_raw,
-    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_read.input_tokens'), av(k, v, 'gen_ai.usage.cache_read_input_tokens'),
-             av(k, v, 'llm.token_count.prompt_details.cache_read'), av(k, v, 'gen_ai.usage.cached_tokens')) AS DOUBLE) AS BIGINT) AS cache_read,
-    coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
-             av(k, v, 'llm.token_count.prompt_details.cache_write')) AS cache_write_raw,
-    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
-             av(k, v, 'llm.token_count.prompt_details.cache_write')) AS DOUBLE) AS BIGINT) AS cache_write,
-    coalesce(av(k, v, 'gen_ai.usage.output_tokens'), av(k, v, 'gen_ai.usage.completion_tokens'), av(k, v, 'llm.token_count.completion')) AS out_tokens_raw,
-    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.output_tokens'), av(k, v, 'gen_ai.usage.completion_tokens'), av(k, v, 'llm.token_count.completion')) AS DOUBLE) AS BIGINT) AS out_tokens,
-    coalesce(av(k, v, 'gen_ai.usage.reasoning.output_tokens'), av(k, v, 'gen_ai.usage.reasoning_tokens'),
-             av(k, v, 'llm.token_count.completion_details.reasoning')) AS reasoning_raw,
-    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.reasoning.output_tokens'), av(k, v, 'gen_ai.usage.reasoning_tokens'),
-             av(k, v, 'llm.token_count.completion_details.reasoning')) AS DOUBLE) AS BIGINT) AS reasoning,
-    TRY_CAST(av(k, v, 'gen_ai.latency.e2e') AS DOUBLE) AS srv_e2e,
-    TRY_CAST(av(k, v, 'gen_ai.latency.time_in_queue') AS DOUBLE) AS srv_queue,
-    TRY_CAST(av(k, v, 'gen_ai.latency.time_in_model_prefill') AS DOUBLE) AS srv_prefill,
-    TRY_CAST(av(k, v, 'gen_ai.latency.time_in_model_decode') AS DOUBLE) AS srv_decode,
-    coalesce(TRY_CAST(av(k, v, 'gen_ai.response.time_to_first_chunk') AS DOUBLE),
-             TRY_CAST(av(k, v, 'gen_ai.latency.time_to_first_token') AS DOUBLE),
-             TRY_CAST(coalesce(av(k, v, 'ai.response.msToFirstChunk'), av(k, v, 'ai.stream.msToFirstChunk')) AS DOUBLE) / 1000.0) AS attr_ttft,
+    {{CONVENTION_COLUMNS}},
     list_sort(list_transform(
-      list_filter(events, lambda e: e.name IN ('gen_ai.content.completion.chunk', 'First Token Stream Event')),
+      list_filter(events, lambda e: e.name IN ('gen_ai.content.completion.chunk', 'First Token Stream Event', 'llm.content.completion.chunk')),
       lambda e: TRY_CAST(e.timeUnixNano AS HUGEINT))) AS chunk_ns
-  FROM kv
+  FROM conv
 ),
 classified AS (
   SELECT
+    * EXCLUDE (start_ns),
+    -- Logfire's "streaming response ... took {duration}" is a log span at the stream's end: it started `duration` before
+    CASE WHEN stream_duration IS NOT NULL AND av(k, v, 'logfire.span_type') = 'log' AND end_ns IS NOT NULL
+         THEN end_ns - (stream_duration * 1e9)::HUGEINT ELSE start_ns END AS start_ns,
+    stream_duration IS NOT NULL AND av(k, v, 'logfire.span_type') = 'log' AS is_stream_log,
+    lower(coalesce(op_attr_raw,
+             CASE WHEN span_name = 'llm_request' THEN 'chat' END)) AS op_raw,
+    coalesce(model_raw, CASE WHEN av(k, v, 'genkit:metadata:subtype') = 'model' THEN av(k, v, 'genkit:name') END) AS model_name
+  FROM typed
+),
+kinded AS (
+  SELECT
     *,
     CASE
-      WHEN op_raw IN ('invoke_agent', 'create_agent', 'invoke_workflow', 'execute_tool', 'retrieval') THEN 'skip'
+      WHEN op_raw IN ({{NOT_CALLS}}) THEN 'skip'
+      WHEN op_raw IS NOT NULL AND op_raw NOT IN ('chat', 'llm', 'generation', 'completion', 'text_completion', 'embeddings',
+           'embedding', 'model', 'generate_content', 'responses', 'messages')
+           AND NOT (op_raw LIKE 'ai.%' OR op_raw IN ('generatetext', 'streamtext', 'generateobject', 'streamobject', 'embed', 'embedmany'))
+           AND model_name IS NULL AND input_tokens IS NULL AND output_tokens IS NULL THEN 'skip'
       WHEN op_raw IS NOT NULL THEN 'call'
-      WHEN in_total IS NOT NULL OR out_tokens IS NOT NULL THEN 'call'
+      WHEN input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR reasoning_tokens IS NOT NULL
+        OR cache_read_tokens IS NOT NULL OR cache_write_tokens IS NOT NULL THEN 'call'
+      WHEN model_name IS NOT NULL THEN 'call'
       ELSE 'skip'
     END AS _kind,
-    CASE WHEN op_raw IN ('embeddings', 'embedding') THEN 'embeddings'
-         WHEN op_raw = 'completion' THEN 'text_completion'
-         ELSE coalesce(op_raw, 'chat') END AS operation,
+    CASE WHEN op_raw IN ({{EMBEDDING_OPS}}) OR op_raw LIKE 'ai.embed%' THEN 'embeddings'
+         WHEN op_raw IN ('completion', 'text_completion') AND av(k, v, 'llm.request.type') IS NULL THEN 'text_completion'
+         ELSE 'chat' END AS operation,
     (end_ns - start_ns) / 1e9 AS span_s,
     coalesce(start_ns BETWEEN 1 AND 4102444800000000000, false) AS start_ok,  -- 1970 .. 2100
     coalesce(end_ns BETWEEN 1 AND 4102444800000000000, false) AS end_ok,
-    CASE WHEN len(chunk_ns) > 0 THEN (chunk_ns[1] - start_ns) / 1e9 END AS event_ttft
-  FROM typed
+    -- chunk events kept after the SDK's event cap dropped the oldest: the first kept one is chunk no. dropped_events
+    CASE WHEN len(chunk_ns) > 1 THEN
+      list_aggregate(list_transform(list_zip(chunk_ns[2:], chunk_ns[:-1]), lambda p: (p[1] - p[2]) / 1e9), 'median')
+    END AS chunk_gap_s
+  FROM classified
+),
+timed AS (
+  SELECT
+    *,
+    CASE WHEN coalesce(len(chunk_ns), 0) = 0 THEN NULL
+         WHEN dropped_events = 0 THEN (chunk_ns[1] - start_ns) / 1e9
+         WHEN chunk_gap_s IS NOT NULL THEN greatest((chunk_ns[1] - start_ns) / 1e9 - dropped_events * chunk_gap_s, 0.0)
+    END AS event_ttft,
+    CASE WHEN coalesce(len(chunk_ns), 0) = 0 THEN NULL WHEN dropped_events = 0 THEN 'events'
+         WHEN chunk_gap_s IS NOT NULL THEN 'events_extrapolated' END AS event_basis
+  FROM kinded
 ),
 split AS (
   SELECT
     *,
-    -- Inputs that are smaller than their own cache parts were reported Anthropic-style (cache excluded).
-    CASE WHEN in_total IS NULL THEN NULL
-         WHEN in_total < coalesce(cache_read, 0) + coalesce(cache_write, 0) THEN in_total
-         ELSE in_total - coalesce(cache_read, 0) - coalesce(cache_write, 0) END AS uncached,
-    coalesce(srv_e2e, span_s) AS e2e,
-    coalesce(attr_ttft, event_ttft) AS ttft,
-    CASE WHEN operation = 'embeddings' THEN 'measured'
-         WHEN srv_prefill IS NOT NULL OR srv_decode IS NOT NULL OR attr_ttft IS NOT NULL THEN 'measured'
-         WHEN event_ttft IS NOT NULL THEN 'events'
-         ELSE 'none' END AS tsource
-  FROM classified
+    -- input counts that include cache (OTel GenAI, OpenAI style) lose their cache parts; those that exclude it
+    -- (Anthropic's raw usage) are the uncached count already. Conventions: ingest/conventions.py
+    CASE WHEN input_tokens IS NULL THEN NULL
+         WHEN input_semantics = 'excludes_cache' THEN input_tokens
+         -- an "including" count smaller than its own cache parts can only have excluded them (e.g. Bedrock's inputTokens)
+         WHEN input_tokens < coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0) THEN input_tokens
+         ELSE input_tokens - coalesce(cache_read_tokens, 0) - coalesce(cache_write_tokens, 0) END AS uncached,
+    coalesce(server_e2e, span_s) AS e2e,
+    coalesce(ttft, event_ttft) AS ttft_any,
+    CASE WHEN server_prefill IS NOT NULL OR server_decode IS NOT NULL THEN 'server_phases'
+         WHEN ttft IS NOT NULL THEN 'span_attribute'
+         ELSE event_basis END AS ttft_basis
+  FROM timed
 )
 SELECT
   'otlp:' || coalesce(trace_id, '') || ':' || coalesce(span_id, '') AS call_id,
   trace_id, span_id, parent_span_id,
   'otlp' AS source,
-  CASE WHEN span_name = 'llm_request' OR av(k, v, 'gen_ai.latency.e2e') IS NOT NULL THEN 'vllm'
-       WHEN av(k, v, 'openinference.span.kind') IS NOT NULL THEN 'openinference'
+  CASE WHEN span_name = 'llm_request' OR server_e2e IS NOT NULL THEN 'vllm'
+       WHEN scope_name LIKE 'sglang%' THEN 'sglang'
+       WHEN av(k, v, 'openinference.span.kind') IS NOT NULL OR scope_name LIKE 'openinference%' THEN 'openinference'
+       WHEN av(k, v, 'langfuse.observation.type') IS NOT NULL THEN 'langfuse'
+       WHEN scope_name LIKE 'logfire%' THEN 'logfire'
+       WHEN scope_name LIKE 'openlit%' THEN 'openlit'
+       WHEN scope_name LIKE 'pydantic-ai%' THEN 'pydantic_ai'
+       WHEN scope_name = 'litellm' THEN 'litellm'
+       WHEN scope_name = 'ai' OR av(k, v, 'ai.model.id') IS NOT NULL THEN 'vercel_ai'
        WHEN av(k, v, 'traceloop.workflow.name') IS NOT NULL OR av(k, v, 'llm.request.type') IS NOT NULL
             OR av(k, v, 'gen_ai.is_streaming') IS NOT NULL OR span_name LIKE '%.chat' THEN 'openllmetry'
        ELSE 'otel_genai' END AS convention,
   '' AS load_id,
   $display || '#' || coalesce(span_id, 'line' || line_no) AS source_locator,
   CASE WHEN start_ok THEN make_timestamp((start_ns // 1000)::BIGINT) END AS started_at,
-  CASE WHEN start_ok AND ttft BETWEEN 0 AND 86400 AND operation <> 'embeddings'
-       THEN make_timestamp((start_ns // 1000)::BIGINT + (ttft * 1e6)::BIGINT) END AS first_token_at,
+  CASE WHEN start_ok AND ttft_any BETWEEN 0 AND 86400 AND operation <> 'embeddings'
+       THEN make_timestamp((start_ns // 1000)::BIGINT + (ttft_any * 1e6)::BIGINT) END AS first_token_at,
   CASE WHEN end_ok THEN make_timestamp((end_ns // 1000)::BIGINT) END AS ended_at,
-  normalize_provider(provider_raw) AS provider,
-  normalize_model(model_raw) AS model,
-  model_raw,
+  normalize_provider(coalesce(provider_raw, CASE WHEN span_name = 'llm_request' OR scope_name LIKE 'vllm%' THEN 'vllm'
+                                                 WHEN scope_name LIKE 'sglang%' THEN 'sglang' END)) AS provider,
+  normalize_model(trim(model_name, '"')) AS model,
+  trim(model_name, '"') AS model_raw,
   operation,
-  av(rk, rv, 'service.name') AS service,
-  coalesce(av(k, v, 'app.feature'), av(k, v, 'feature'), av(k, v, 'gen_ai.agent.name'), av(k, v, 'traceloop.workflow.name'),
-           av(k, v, 'langfuse.trace.name'), av(rk, rv, 'app.feature')) AS workload_hint,
-  coalesce(av(k, v, 'app.team'), av(k, v, 'team'), av(rk, rv, 'app.team'), av(rk, rv, 'team')) AS team,
-  coalesce(av(k, v, 'app.project'), av(k, v, 'project'), av(rk, rv, 'app.project')) AS project,
-  av(k, v, 'gen_ai.request.api_key_id') AS api_key,
-  coalesce(av(k, v, 'user.id'), av(k, v, 'enduser.id'), av(k, v, 'gen_ai.request.user')) AS "user",
-  coalesce(av(rk, rv, 'deployment.environment.name'), av(rk, rv, 'deployment.environment'), av(k, v, 'deployment.environment')) AS environment,
+  service,
+  workload_hint,
+  team,
+  project,
+  api_key,
+  "user",
+  environment,
   uncached AS uncached_input_tokens,
-  cache_read AS cache_read_tokens,
-  cache_write AS cache_write_tokens,
+  cache_read_tokens,
+  cache_write_tokens,
   NULL::BIGINT AS cache_write_1h_tokens,
-  CASE WHEN operation = 'embeddings' THEN coalesce(out_tokens, 0) ELSE out_tokens END AS output_tokens,
-  reasoning AS reasoning_tokens,
+  CASE WHEN operation = 'embeddings' THEN coalesce(output_tokens, 0) ELSE output_tokens END AS output_tokens,
+  reasoning_tokens,
   e2e AS e2e_s,
-  CASE WHEN operation <> 'embeddings' THEN ttft END AS ttft_s,
-  srv_queue AS queue_s,
-  CASE WHEN operation = 'embeddings' THEN e2e ELSE coalesce(srv_prefill, ttft) END AS prefill_s,
-  CASE WHEN operation = 'embeddings' THEN 0.0 ELSE coalesce(srv_decode, e2e - ttft) END AS decode_s,
-  CASE WHEN operation <> 'embeddings' AND out_tokens > 1
-       THEN coalesce(srv_decode, e2e - ttft) / (out_tokens - 1) END AS itl_s,
-  -- Per-call ITL from chunk events, per token (a chunk may carry several tokens).
-  CASE WHEN len(chunk_ns) > 2 AND out_tokens > 1 THEN
+  CASE WHEN operation <> 'embeddings' THEN ttft_any END AS ttft_s,
+  server_queue AS queue_s,
+  CASE WHEN operation = 'embeddings' THEN e2e ELSE coalesce(server_prefill, ttft_any) END AS prefill_s,
+  CASE WHEN operation = 'embeddings' THEN 0.0 ELSE coalesce(server_decode, e2e - ttft_any) END AS decode_s,
+  CASE WHEN operation <> 'embeddings' AND tpot IS NOT NULL THEN tpot
+       WHEN operation <> 'embeddings' AND output_tokens > 1
+       THEN coalesce(server_decode, e2e - ttft_any) / (output_tokens - 1) END AS itl_s,
+  -- Per-call ITL from chunk events, per token (a chunk may carry several tokens; dropped chunks count too).
+  CASE WHEN len(chunk_ns) > 2 AND output_tokens > 1 THEN
     list_aggregate(list_transform(list_zip(chunk_ns[2:], chunk_ns[:-1]), lambda p: (p[1] - p[2]) / 1e9), 'quantile_cont', 0.5)
-      * (len(chunk_ns) - 1) / (out_tokens - 1)
+      * (len(chunk_ns) + dropped_events - 1) / (output_tokens - 1)
   END AS itl_p50_s,
-  CASE WHEN len(chunk_ns) > 2 AND out_tokens > 1 THEN
+  CASE WHEN len(chunk_ns) > 2 AND output_tokens > 1 THEN
     list_aggregate(list_transform(list_zip(chunk_ns[2:], chunk_ns[:-1]), lambda p: (p[1] - p[2]) / 1e9), 'quantile_cont', 0.95)
-      * (len(chunk_ns) - 1) / (out_tokens - 1)
+      * (len(chunk_ns) + dropped_events - 1) / (output_tokens - 1)
   END AS itl_p95_s,
-  tsource AS timing_source,
-  coalesce(TRY_CAST(coalesce(av(k, v, 'gen_ai.request.stream'), av(k, v, 'gen_ai.is_streaming'), av(k, v, 'llm.is_streaming')) AS BOOLEAN),
-           CASE WHEN len(chunk_ns) > 0 THEN true END) AS streaming,
-  CASE WHEN status_code = 2 OR av(k, v, 'error.type') IS NOT NULL THEN 'error' ELSE 'ok' END AS status,
-  av(k, v, 'error.type') AS error_type,
-  TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cost'), av(k, v, 'llm.cost.total')) AS DECIMAL(38, 12)) AS provided_cost_usd,
-  otlp_json_object(k, v) AS attributes_json,
+  CASE WHEN operation = 'embeddings' THEN 'measured'
+       WHEN ttft_basis IN ('server_phases', 'span_attribute') THEN 'measured'
+       WHEN ttft_basis IN ('events', 'events_extrapolated') THEN 'events'
+       ELSE 'none' END AS timing_source,
+  coalesce(streaming, CASE WHEN len(chunk_ns) > 0 OR is_stream_log THEN true END) AS streaming,
+  CASE WHEN status_code = 2 OR error_type IS NOT NULL THEN 'error' ELSE 'ok' END AS status,
+  error_type,
+  CASE WHEN cost_currency IS NULL OR upper(cost_currency) = 'USD' THEN cost_amount END AS provided_cost_usd,
+  -- privacy by allow-list: only attributes the conventions know or the user keeps; the rest is dropped, key and value
+  otlp_json_object(
+    list_concat(list_filter(k, lambda x: list_contains($keep, x)), CASE WHEN ttft_basis IS NOT NULL THEN ['phaselens.ttft_basis'] ELSE [] END),
+    list_concat(list_filter(v, lambda x, i: list_contains($keep, k[i])), CASE WHEN ttft_basis IS NOT NULL THEN [ttft_basis] ELSE [] END)
+  ) AS attributes_json,
   content_attrs,
+  -- for merging spans of one call (otlp_merge.sql)
+  start_ns AS _start_ns, end_ns AS _end_ns, response_id AS _response_id, is_stream_log AS _is_stream_log,
+  scope_name AS _scope, ttft_basis AS _ttft_basis,
+  (input_tokens IS NOT NULL)::INT + (output_tokens IS NOT NULL)::INT + (cache_read_tokens IS NOT NULL)::INT
+    + (cache_write_tokens IS NOT NULL)::INT + (reasoning_tokens IS NOT NULL)::INT AS _token_fields,
   _kind,
   CASE
     WHEN _kind = 'skip' THEN NULL
     WHEN coalesce(trace_id, '') = '' OR coalesce(span_id, '') = '' THEN 'missing_field'
     WHEN NOT start_ok OR (end_ns IS NOT NULL AND NOT end_ok) THEN 'bad_timestamp'
     WHEN end_ns IS NOT NULL AND end_ns < start_ns THEN 'end_before_start'
-    WHEN (in_total_raw IS NOT NULL AND in_total IS NULL) OR (cache_read_raw IS NOT NULL AND cache_read IS NULL)
-      OR (cache_write_raw IS NOT NULL AND cache_write IS NULL) OR (out_tokens_raw IS NOT NULL AND out_tokens IS NULL)
-      OR (reasoning_raw IS NOT NULL AND reasoning IS NULL) OR NOT coalesce(ttft BETWEEN 0 AND 86400, true)
+    WHEN (input_tokens_raw IS NOT NULL AND input_tokens IS NULL) OR (cache_read_tokens_raw IS NOT NULL AND cache_read_tokens IS NULL)
+      OR (cache_write_tokens_raw IS NOT NULL AND cache_write_tokens IS NULL) OR (output_tokens_raw IS NOT NULL AND output_tokens IS NULL)
+      OR (reasoning_tokens_raw IS NOT NULL AND reasoning_tokens IS NULL) OR NOT coalesce(ttft_any BETWEEN 0 AND 86400, true)
+      OR (ttft_raw IS NOT NULL AND ttft IS NULL)
       OR NOT coalesce(e2e BETWEEN 0 AND 86400 * 7, true) THEN 'bad_number'
-    WHEN model_raw IS NULL OR trim(model_raw) = '' THEN 'missing_model'
-    WHEN in_total < 0 OR cache_read < 0 OR cache_write < 0 OR out_tokens < 0 OR reasoning < 0 THEN 'negative_tokens'
+    WHEN model_name IS NULL OR trim(model_name) = '' THEN 'missing_model'
+    WHEN input_tokens < 0 OR cache_read_tokens < 0 OR cache_write_tokens < 0 OR output_tokens < 0 OR reasoning_tokens < 0 THEN 'negative_tokens'
   END AS _reason,
   line_no
 FROM split;

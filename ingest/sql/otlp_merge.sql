@@ -1,0 +1,63 @@
+-- otlp_merge: one row per model call when several spans describe it (docs/ingest.md, "One call, one row").
+-- Input: otlp_spans (one row per span). Output: otlp_edges(a, b) linking spans of one call, consumed by
+-- otlp_groups (below, after label propagation in ingest/otlp.py) and otlp_calls.
+-- Links, all within one trace unless said otherwise:
+--   1. same gen_ai.response.id;
+--   2. a call span and its nearest call ancestor (through non-call spans, at most 8 levels up) when their
+--      times overlap, they name the same model (or the same response id), and the ancestor has no other such child;
+--   3. Logfire: a "streaming response" log span (its own trace) and the latest request span of the same
+--      scope, service and model that ended by the time the stream started (+50 ms), carrying no usage.
+CREATE OR REPLACE TEMP TABLE otlp_ok AS
+SELECT * FROM otlp_spans WHERE _kind = 'call' AND _reason IS NULL;
+
+CREATE OR REPLACE TEMP TABLE otlp_edges AS
+WITH RECURSIVE up(span_id, trace_id, cur, lvl) AS (
+  SELECT span_id, trace_id, parent_span_id, 1 FROM otlp_ok WHERE parent_span_id IS NOT NULL
+  UNION ALL
+  SELECT u.span_id, u.trace_id, s.parent_span_id, u.lvl + 1
+  FROM up u JOIN otlp_spans s ON s.trace_id = u.trace_id AND s.span_id = u.cur
+  WHERE s._kind <> 'call' AND u.lvl < 8 AND s.parent_span_id IS NOT NULL
+),
+nearest AS (
+  SELECT c.span_id AS child, p.span_id AS anc, c.trace_id
+  FROM up u
+  JOIN otlp_ok c ON c.trace_id = u.trace_id AND c.span_id = u.span_id
+  JOIN otlp_ok p ON p.trace_id = u.trace_id AND p.span_id = u.cur
+  WHERE c._start_ns < p._end_ns AND c._end_ns > p._start_ns
+    AND (c.model = p.model OR c._response_id = p._response_id)
+    AND NOT (c._response_id IS NOT NULL AND p._response_id IS NOT NULL AND c._response_id <> p._response_id)
+),
+chain AS (
+  SELECT trace_id, child, anc FROM nearest
+  QUALIFY count(*) OVER (PARTITION BY trace_id, anc) = 1
+),
+by_response AS (  -- same response id and overlapping times (a client may reuse ids across calls)
+  SELECT a.trace_id, a.span_id, b.span_id AS root
+  FROM otlp_ok a JOIN otlp_ok b
+    ON a.trace_id = b.trace_id AND a._response_id = b._response_id AND a.span_id < b.span_id
+   AND a._start_ns <= b._end_ns AND a._end_ns >= b._start_ns
+),
+streams AS (
+  SELECT trace_id, span_id, _scope, coalesce(service, '') AS service, coalesce(model_raw, '') AS model_raw, _start_ns
+  FROM otlp_ok WHERE _is_stream_log
+),
+requests AS (
+  SELECT trace_id, span_id, _scope, coalesce(service, '') AS service, coalesce(model_raw, '') AS model_raw, _end_ns
+  FROM otlp_ok WHERE NOT _is_stream_log AND _scope LIKE 'logfire%' AND _token_fields = 0
+),
+stream_req AS (
+  SELECT s.trace_id AS s_trace, s.span_id AS s_span, r.trace_id AS r_trace, r.span_id AS r_span, r._end_ns, s._start_ns
+  FROM streams s ASOF JOIN requests r
+    ON s._scope = r._scope AND s.service = r.service AND s.model_raw = r.model_raw AND s._start_ns + 50000000 >= r._end_ns
+  WHERE s._start_ns - r._end_ns < 5000000000
+  QUALIFY row_number() OVER (PARTITION BY r.trace_id, r.span_id ORDER BY s._start_ns) = 1
+)
+SELECT trace_id AS a_trace, child AS a_span, trace_id AS b_trace, anc AS b_span FROM chain
+UNION ALL
+SELECT trace_id, span_id, trace_id, root FROM by_response
+UNION ALL
+SELECT s_trace, s_span, r_trace, r_span FROM stream_req;
+
+-- Each span starts as its own group, labelled by (start, trace, span): the earliest span names the call.
+CREATE OR REPLACE TEMP TABLE otlp_labels AS
+SELECT trace_id, span_id, struct_pack(s := _start_ns, t := trace_id, i := span_id) AS label FROM otlp_ok;
