@@ -22,7 +22,7 @@ Prefix cache:
 
 Every answered call is appended to `server.log` (a list of dicts, times in ns since epoch):
 start (request received), first_token (first content byte flushed; for a non-streamed call the time the
-answer was ready), end (last byte flushed), the token buckets, the streamed flag and the model.
+first token was computed, by the timing model), end (last byte flushed), the token buckets, the streamed flag and the model.
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
             })
             end = time.time_ns()
             self._record(api="openai", id=cid, model=model, streamed=False, start_ns=start_ns,
-                         first_token_ns=ready, end_ns=end, input_tokens=len(toks), uncached_input_tokens=uncached,
+                         first_token_ns=first_ns, ready_ns=ready, end_ns=end, input_tokens=len(toks), uncached_input_tokens=uncached,
                          cache_read_tokens=cached, cache_write_tokens=0, output_tokens=n_out)
             return
 
@@ -312,7 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
             })
             end = time.time_ns()
             self._record(api="anthropic", id=mid, model=model, streamed=False, start_ns=start_ns,
-                         first_token_ns=ready, end_ns=end, input_tokens=len(toks), uncached_input_tokens=uncached,
+                         first_token_ns=first_ns, ready_ns=ready, end_ns=end, input_tokens=len(toks), uncached_input_tokens=uncached,
                          cache_read_tokens=read, cache_write_tokens=write, output_tokens=n_out)
             return
 

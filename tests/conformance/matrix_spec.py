@@ -7,10 +7,12 @@ top of BASE_PACKAGES (the OTel SDK and the OTLP encoder the recorder's file expo
 
 from __future__ import annotations
 
-BASE_PACKAGES = ["opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-common", "protobuf"]
+# httpx: openai 3.x moved to httpx2, while several instrumentations still import httpx.
+BASE_PACKAGES = ["opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-common", "protobuf", "httpx"]
 
 VENVS: dict[str, list[str]] = {
-    "otel-openai-v2": ["openai", "opentelemetry-instrumentation-openai-v2"],
+    # 2.4b0 imports opentelemetry.util.genai.instruments, gone from util-genai 1.x: pin the last 0.x.
+    "otel-openai-v2": ["openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry-util-genai==0.4b0"],
     "openllmetry-openai": ["openai", "opentelemetry-instrumentation-openai"],
     "openllmetry-anthropic": ["anthropic", "opentelemetry-instrumentation-anthropic"],
     "openinference-openai": ["openai", "openinference-instrumentation-openai"],
