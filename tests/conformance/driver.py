@@ -79,12 +79,22 @@ def prompt(workload: str, i: int) -> tuple[str, str]:
     return prefix, unique
 
 
+CLIENT = Path(os.environ.get("CONF_CLIENT", "client.jsonl"))
+
+
 def calls():
+    """The calls to make; each one's wall time as the caller sees it goes to CONF_CLIENT (one line per call)."""
+    import time
+
     for name, w in WORKLOADS.items():
         model = w["openai_model"] if API == "openai" else w["anthropic_model"]
         for i, stream in enumerate(w["stream"]):
             prefix, unique = prompt(name, i)
+            t0 = time.time_ns()
             yield name, model, stream, prefix, unique, w["output"]
+            t1 = time.time_ns()
+            with open(CLIENT, "a") as f:
+                f.write(json.dumps({"client_start_ns": t0, "client_end_ns": t1, "model": model}) + "\n")
 
 
 def openai_messages(prefix, unique):

@@ -92,7 +92,7 @@ def record_entry(name: str, log=print) -> dict:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_", "ANTHROPIC_",
                                                                               "LANGFUSE_", "LOGFIRE_", "TRACELOOP_"))}
             env.update(spec["env"])
-            env.update(CONF_BASE_URL=srv.url, CONF_OUT=str(spans), CONF_SINK=str(sink), CONF_ENTRY=name,
+            env.update(CONF_CLIENT=str(tmp / "client.jsonl"), CONF_BASE_URL=srv.url, CONF_OUT=str(spans), CONF_SINK=str(sink), CONF_ENTRY=name,
                        CONF_API=spec["api"], CONF_WORKLOADS=json.dumps(WORKLOADS), PYTHONUNBUFFERED="1",
                        NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
             t0 = time.time()
@@ -110,6 +110,13 @@ def record_entry(name: str, log=print) -> dict:
             (out / "driver.stderr.txt").write_text(r.stderr[-8000:])
         else:
             run["status"] = "recorded"
+        client = tmp / "client.jsonl"
+        client = [json.loads(x) for x in client.read_text().splitlines()] if client.exists() else []
+        if len(client) == len(truth) and all(c["model"] == t["model"] for c, t in zip(client, truth)):
+            for c, t in zip(client, truth):  # one call at a time: the n-th client call is the n-th request
+                t["client_start_ns"], t["client_end_ns"] = c["client_start_ns"], c["client_end_ns"]
+        else:
+            run["client_timing"] = f"not merged: {len(client)} client calls for {len(truth)} requests"
         lines = spans.read_text().splitlines() if spans.exists() else []
         with gzip.open(out / "spans.jsonl.gz", "wt", encoding="utf-8") as f:
             for line in lines:
