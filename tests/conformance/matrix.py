@@ -83,7 +83,24 @@ def render() -> str:
             status += ": " + run.get("reason", "").replace("|", "/")
         out.append(f"| {spec.get('label', e)} | {_versions(e)} | {status} | {source_fields(e)} | "
                    + " | ".join(_mark(e, c) for c in E.CHECKS) + " |")
-    out += ["", "## Known gaps", "", "| instrumentation | check | why |", "|---|---|---|"]
+    out += ["", "## How the fixtures are made", "",
+            "`python -m tests.conformance.record [entry ...]` creates one virtual environment per instrumentation under",
+            "`~/.cache/phaselens-conformance/` (from PyPI), starts the fake OpenAI and Anthropic servers on 127.0.0.1 and",
+            "runs the driver there: three workloads (chat: short prompt, 200-token answers, more than 128 chunks; rag:",
+            "2,348-token prompts sharing a cached 2,048-token prefix, 6-token answers; agent: 1,856-token prompts, 150-token",
+            "answers), four calls each, streamed and not, with the OTel SDK's default limits (128 events per span).",
+            "Spans are written as the Collector's file exporter writes them (OTLP JSON Lines); Langfuse, which only",
+            "exports over OTLP/HTTP, sends to a local sink that the recorder turns into the same lines. The truth per call",
+            "is the fake server's log (TTFT, token buckets) and the driver's wall time around each SDK call (end-to-end).",
+            "The tests read only the committed fixtures.", ""]
+    notes = [f"- {ENTRIES.get(e, {}).get('label', e)}: {E.run_info(e).get('reason')}" for e in E.entries(all_recorded=True)
+             if E.run_info(e).get("status") != "recorded"]
+    notes += [f"- {ENTRIES.get(e, {}).get('label', e)}: no spans (the SDK does not trace itself)"
+              for e in E.entries(all_recorded=True)
+              if E.run_info(e).get("status") == "recorded" and not E.run_info(e).get("otlp_lines")]
+    if notes:
+        out += ["Not recorded:", "", *notes, ""]
+    out += ["## Known gaps", "", "| instrumentation | check | why |", "|---|---|---|"]
     for (e, c), why in sorted(KNOWN_GAPS.items()):
         out.append(f"| {e} | {c} | {why.replace('|', '/')} |")
     return "\n".join(out) + "\n"
