@@ -23,6 +23,7 @@ BILLING_ADAPTERS = {
 EXPECTED = {
     "openai_usage.page.json": "openai_usage",
     "openai_usage.pages.jsonl": "openai_usage",
+    "openai_usage.spec_examples.jsonl": "openai_usage",
     "openai_costs.pages.json": "openai_costs",
     "anthropic_usage.nested.json": "anthropic_usage",
     "anthropic_usage.flattened.jsonl": "anthropic_usage",
@@ -42,6 +43,10 @@ EXPECTED = {
     "azure_cost.header_changed.csv": "azure_cost",
     "focus.llm_tokens.csv": "focus",
     "focus.llm_tokens.parquet": "focus",
+    "focus13.ai_prompt_caching_a.csv": "focus",
+    "focus13.ai_prompt_caching_b.csv": "focus",
+    "focus13.draft_token_type.csv": "focus",
+    "focus13.token_properties.csv": "focus",
     "focus.header_changed.csv": "focus",
 }
 
