@@ -14,7 +14,7 @@ from phaselens.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = {
     "requests": "store.md", "workloads": "store.md", "invoice_costs": "store.md", "billing_lines": "store.md",
-    "rejects": "store.md", "loads": "store.md", "latency_fits": "latency.md", "caching_opportunity": "caching.md",
+    "rejects": "store.md", "loads": "store.md", "source_gaps": "store.md", "latency_fits": "latency.md", "caching_opportunity": "caching.md",
     "caching_by_workload": "caching.md", "reconciliation": "reconciliation.md", "untraced_costs": "reconciliation.md",
     "allocated_costs": "reconciliation.md", "deployment_costs": "pricebook.md", "whatif_calls": "whatif.md",
 }
