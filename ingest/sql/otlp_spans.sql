@@ -1,6 +1,6 @@
 -- otlp_spans: every span of the parsed OTLP JSON batches in `otlp_batches(line_no, j)`, as canonical LlmCall
 -- columns plus `_kind` (call | skip), `_reason` and `_detail` (reject). Grain: one row per span.
--- Attribute names accepted per convention: docs/formats.md §1–§4 (and their aliases in §0.8, §3.4).
+-- Attribute names accepted per convention: docs/formats.md#genai-attribute-conventions (aliases included).
 CREATE OR REPLACE TEMP TABLE otlp_spans AS
 WITH resource_spans AS (
   SELECT line_no, unnest(j.resourceSpans) AS r FROM otlp_batches WHERE j IS NOT NULL

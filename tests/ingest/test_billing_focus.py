@@ -1,4 +1,4 @@
-"""FOCUS exports (formats.md section 9), including the real FOCUS 1.0 sample with its quirks."""
+"""FOCUS exports (docs/formats.md#focus), including the real FOCUS 1.0 sample with its quirks."""
 
 from __future__ import annotations
 

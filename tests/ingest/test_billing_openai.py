@@ -1,4 +1,4 @@
-"""OpenAI Usage API and Costs API pages (formats.md section 6)."""
+"""OpenAI Usage API and Costs API pages (docs/formats.md#openai-usage-api, docs/formats.md#openai-costs-api)."""
 
 from __future__ import annotations
 

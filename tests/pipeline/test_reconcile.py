@@ -239,7 +239,7 @@ def test_long_lines_spread_by_overlap_and_daily_buckets_go_to_their_main_day():
 
 
 def test_cost_report_alone_reconciles_money_and_usage_report_adds_tokens(tmp_path):
-    """formats.md §7: "98.40" cents = $0.984 = 328,000 uncached input tokens × $3 per million (Claude Sonnet 4)."""
+    """docs/formats.md#anthropic-cost-report: "98.40" cents = $0.984 = 328,000 uncached input tokens × $3 per million (Claude Sonnet 4)."""
     con = connect(tmp_path / "s.duckdb")
     ingest(con, [FIXTURES / "anthropic_cost.formats_example.json"])
     # the calls record their cache counts (zero), so cache reads they lack are traffic no trace holds
