@@ -131,9 +131,14 @@ def sku_token_properties(row: Row) -> tuple[TokenType | None, str | None, dict[s
     names decide); the tags record the properties as written, so a line shows what the bill said.
     """
     details = parse_tags(row.get("SkuPriceDetails"))
-    model_id = details.get("ModelId")
+
+    def prop(key: str) -> Any:
+        # a JSON string or a Parquet MAP is parsed above; a Parquet STRUCT arrives flattened to dotted columns
+        return details[key] if key in details else row.get(f"SkuPriceDetails.{key}")
+
+    model_id = prop("ModelId")
     model_id = str(model_id).strip() if model_id not in (None, "") else None
-    direction, action, draft = (details.get(k) for k in ("TokenDirection", "TokenCacheAction", "TokenType"))
+    direction, action, draft = (prop(k) for k in ("TokenDirection", "TokenCacheAction", "TokenType"))
     if direction is None and action is None and draft is None:
         return None, model_id, {}
     tags = {"focus_token_direction": direction, "focus_token_cache_action": action, "focus_token_type": draft}

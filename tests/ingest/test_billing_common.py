@@ -47,6 +47,8 @@ EXPECTED = {
     "focus13.ai_prompt_caching_b.csv": "focus",
     "focus13.draft_token_type.csv": "focus",
     "focus13.token_properties.csv": "focus",
+    "focus13.opaque_meters.struct.parquet": "focus",
+    "focus13.opaque_meters.map.parquet": "focus",
     "focus.header_changed.csv": "focus",
 }
 

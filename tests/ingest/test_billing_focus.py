@@ -193,3 +193,15 @@ def test_focus_13_file_without_provider_name_loads(tmp_path):
     got = con.execute("SELECT token_type, sum(quantity_tokens) FROM billing_lines GROUP BY 1 ORDER BY 1").fetchall()
     assert got == [("cache_read", Decimal(8000000)), ("cache_write", Decimal(2000000)),
                    ("output", Decimal(1500000)), ("uncached_input", Decimal(500000))]
+
+
+@pytest.mark.parametrize("shape", ["struct", "map"])
+def test_focus_13_parquet_sku_price_details_as_struct_or_map(shape):
+    """Scenario A's rows as Parquet with meters that name nothing: only SkuPriceDetails, a STRUCT or a MAP
+    column rather than a JSON string, tells the token type."""
+    got = [(r.token_type, r.model, r.quantity_tokens) for r in parse(f"focus13.opaque_meters.{shape}.parquet")
+           if isinstance(r, BillingLine)]
+    assert got == [("uncached_input", "solora-reasoning-pro", Decimal(500000)),
+                   ("cache_write", "solora-reasoning-pro", Decimal(2000000)),
+                   ("cache_read", "solora-reasoning-pro", Decimal(8000000)),
+                   ("output", "solora-reasoning-pro", Decimal(1500000))]
