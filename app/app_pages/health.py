@@ -39,7 +39,8 @@ else:
 st.subheader("Source gaps")
 gaps = queries.load_table(ctx.snapshot, "source_gaps")
 if gaps.empty:
-    st.caption("No calls loaded, so nothing to check.")
+    st.caption("No source to check: no calls are loaded, or this snapshot predates source gaps "
+               f"(`phaselens build --db {ctx.db}` publishes a new one).")
 else:
     lossy = gaps[gaps["gaps"].fillna("") != ""]
     if lossy.empty:
