@@ -217,3 +217,15 @@ def test_a_period_that_ends_before_it_starts_is_rejected(tmp_path):
     with pytest.raises(RowError) as e:
         _line(maker, period_start=datetime(2025, 8, 14), period_end=datetime(2025, 8, 13))
     assert e.value.reason == "end_before_start"
+
+
+@pytest.mark.parametrize("fixture", ["focus.header_changed.csv", "aws_cur.header_changed.csv",
+                                     "azure_cost.header_changed.csv", "gcp_billing.header_changed.csv"])
+def test_a_changed_header_points_to_the_formats_section_listing_the_columns(fixture):
+    from phaselens.ingest.base import SchemaMismatch
+
+    src = SourceFile(FIXTURES / fixture)
+    (adapter,) = [a for a in billing_adapters() if a.name == EXPECTED[fixture]]
+    with pytest.raises(SchemaMismatch) as e:
+        list(adapter.parse(src))
+    assert "docs/formats.md#" in str(e.value) and "lists the columns read" in str(e.value)
