@@ -135,7 +135,8 @@ SELECT c.provider, c.model, CAST(c.started_at AS DATE) AS day,
     FILTER (WHERE list_has_any(g.gap_kinds, ['no_input_counts'])) AS input_gap_sources,
   string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
     FILTER (WHERE list_has_any(g.gap_kinds, ['no_output_counts'])) AS output_gap_sources,
-  string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation) AS all_sources
+  string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation) AS all_sources,
+  count(*) FILTER (WHERE c.streaming) AS streamed_calls
 FROM raw_calls c
 JOIN source_gaps g ON g.source = c.source AND g.instrumentation = coalesce(c.instrumentation, c.source)
 WHERE c.provider IN (SELECT provider FROM rc_billed)
@@ -169,7 +170,7 @@ cells AS (
     CASE k.token_type WHEN 'cache_read' THEN g.cache_gap_sources WHEN 'cache_write' THEN g.cache_write_gap_sources
          WHEN 'uncached_input' THEN coalesce(g.input_gap_sources, g.cache_gap_sources)
          WHEN 'output' THEN g.output_gap_sources END AS gap_sources,
-    g.all_sources
+    g.all_sources, coalesce(g.streamed_calls, 0) AS streamed_calls
   FROM keys k
   LEFT JOIN rc_billed b ON b.provider = k.provider AND b.model IS NOT DISTINCT FROM k.model AND b.day = k.day
                        AND b.token_type = k.token_type
@@ -252,9 +253,10 @@ caused AS (
       WHEN tok_sig AND tok_gap > 0 AND token_type IN ('cache_read', 'cache_write') AND gap_sources IS NOT NULL
         AND input_traced
         THEN 'not_recorded_by_source'
-      -- an output count off by one at the source: the gap is one token per traced call
+      -- an output count off by one at the source: the gap is one token per traced call, or per streamed call
       WHEN tok_sig AND token_type = 'output' AND traced_calls > 0
-        AND abs(abs(tok_gap) - traced_calls) <= greatest(0.02 * traced_calls, 1)
+        AND (abs(abs(tok_gap) - traced_calls) <= greatest(0.02 * traced_calls, 1)
+             OR (streamed_calls > 0 AND abs(abs(tok_gap) - streamed_calls) <= greatest(0.02 * streamed_calls, 1)))
         THEN 'not_recorded_by_source'
       WHEN tok_sig AND tok_gap > 0 THEN 'untraced_traffic'
       WHEN tok_sig AND tok_gap < 0 THEN 'unbilled_traffic'
@@ -318,7 +320,11 @@ SELECT
       END
     WHEN 'not_recorded_by_source' THEN
       CASE WHEN token_type = 'output' THEN
-        printf('billed %s output tokens %s than traced (%s billed, %s traced) over %d traced call(s), one token per call: the output count of %s is off by one', rc_tok(abs(tok_gap)), CASE WHEN tok_gap > 0 THEN 'more' ELSE 'fewer' END, rc_tok(b_tok), rc_tok(t_tok), traced_calls, coalesce(all_sources, 'the instrumentation'))
+        CASE WHEN abs(abs(tok_gap) - traced_calls) <= greatest(0.02 * traced_calls, 1) THEN
+          printf('billed %s output tokens %s than traced (%s billed, %s traced) over %d traced call(s), one token per call: the output count of %s is off by one', rc_tok(abs(tok_gap)), CASE WHEN tok_gap > 0 THEN 'more' ELSE 'fewer' END, rc_tok(b_tok), rc_tok(t_tok), traced_calls, coalesce(all_sources, 'the instrumentation'))
+        ELSE
+          printf('billed %s output tokens %s than traced (%s billed, %s traced), one token per streamed call (%d of %d traced calls streamed): the output count of %s is off by one on streamed calls', rc_tok(abs(tok_gap)), CASE WHEN tok_gap > 0 THEN 'more' ELSE 'fewer' END, rc_tok(b_tok), rc_tok(t_tok), streamed_calls, traced_calls, coalesce(all_sources, 'the instrumentation'))
+        END
       ELSE
         printf('billed %s %s tokens but traces report %s: %s not recorded by %s (see `phaselens loads --gaps`), so the traced estimate misses them', rc_tok(b_tok), replace(token_type, '_', '-'), rc_tok(t_tok), CASE token_type WHEN 'cache_write' THEN 'cache writes' ELSE 'cache reads' END, gap_sources)
       END

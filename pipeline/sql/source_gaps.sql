@@ -6,22 +6,31 @@
 -- TTFT counts streamed calls and calls that do not say (a call known not to stream has no first token to
 -- time). A share of at least
 -- `gap_share` (0.5) names the gap in `gaps`; every share is kept so smaller losses stay visible.
+-- A source that writes the streaming flag only on streamed calls (some `true`, never `false`) says `false` by
+-- its silence: its unflagged calls count as not streamed (the Anthropic SDK's own spans and OpenLLMetry do so).
 CREATE OR REPLACE VIEW source_gaps AS
-WITH calls AS (
+WITH raw AS (
+  SELECT *, coalesce(instrumentation, source) AS writer FROM raw_calls
+),
+flag_style AS (   -- per source: does it flag only the streamed calls?
+  SELECT source, writer, bool_or(streaming) AND NOT bool_or(NOT streaming) AS flags_only_streamed
+  FROM raw GROUP BY ALL
+),
+calls AS (
   SELECT
-    source,
-    coalesce(instrumentation, source) AS instrumentation,
+    r.source,
+    r.writer AS instrumentation,
     convention,
     started_at,
     operation = 'embeddings' AS is_embedding,
-    streaming,
+    CASE WHEN streaming IS NULL AND coalesce(f.flags_only_streamed, false) THEN false ELSE streaming END AS streaming,
     uncached_input_tokens IS NULL AS input_missing,
     cache_read_tokens IS NULL AS cache_read_missing,
     cache_write_tokens IS NULL AS cache_write_missing,
     cache_read_tokens IS NULL AND cache_write_tokens IS NULL AS cache_missing,
     output_tokens IS NULL AS output_missing,
     ttft_s IS NULL AS ttft_missing
-  FROM raw_calls
+  FROM raw r LEFT JOIN flag_style f USING (source, writer)
 ),
 shares AS (
   SELECT

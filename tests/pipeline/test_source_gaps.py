@@ -239,3 +239,55 @@ def test_reconciliation_blames_the_recorded_instrumentation_for_cached_input_pri
     assert (read["cause"], plain["cause"]) == ("missing_cache_tokens", "missing_cache_tokens")
     assert plain["gap_sources"] == source and f"cache counts not recorded by {source}" in plain["explanation"]
     assert got[("gpt-4o-mini", day, "output")]["cause"] == "ok"
+
+
+def test_recorded_anthropic_instrumentations():
+    """Each Anthropic call's usage: 128 uncached, 1,536 read, 200 written, 212 output (truth.json)."""
+    con = connect(":memory:")
+    ingest(con, [RECORDED / "openllmetry_anthropic.jsonl", RECORDED / "openinference_anthropic.jsonl"])
+    got = gaps(con)
+    sdk = got[f"com.anthropic.sdk.python {VERSIONS['anthropic']}"]  # the SDK traces itself under a global provider
+    openllmetry = got[f"opentelemetry.instrumentation.anthropic {VERSIONS['opentelemetry-instrumentation-anthropic']}"]
+    openinference = got[f"openinference.instrumentation.anthropic {VERSIONS['openinference-instrumentation-anthropic']}"]
+    assert sdk["gap_kinds"] == []  # flags only its streamed calls: silence says "not streamed"
+    assert openllmetry["gap_kinds"] == ["no_ttft"] and openllmetry["streaming_flag_missing_share"] == 0
+    assert openinference["gap_kinds"] == ["no_ttft", "no_streaming_flag"]
+    truth = TRUTH["anthropic"]
+    buckets = con.execute(
+        "SELECT DISTINCT uncached_input_tokens, cache_read_tokens, cache_write_tokens FROM requests").fetchall()
+    assert buckets == [(truth["uncached_input_tokens"], truth["cache_read_input_tokens"],
+                        truth["cache_creation_input_tokens"])]
+    streamed_out = con.execute("SELECT DISTINCT output_tokens FROM requests WHERE streaming AND instrumentation = ?",
+                               [openllmetry["instrumentation"]]).fetchall()
+    assert streamed_out == [(truth["output_tokens"] + 1,)]  # OpenLLMetry's streamed count is one too many
+
+
+def test_reconciliation_names_the_streamed_output_count_off_by_one():
+    """OpenLLMetry's recorded Anthropic calls, repeated to a day's traffic, against a bill of the true counts."""
+    from phaselens.models.reconcile import ReconcileSettings
+
+    con = connect(":memory:")
+    ingest(con, [RECORDED / "openllmetry_anthropic.jsonl"])
+    source = f"opentelemetry.instrumentation.anthropic {VERSIONS['opentelemetry-instrumentation-anthropic']}"
+    con.execute("DELETE FROM raw_calls WHERE instrumentation <> ?", [source])
+    con.execute("CREATE TEMP TABLE one AS SELECT * FROM raw_calls")
+    con.execute("INSERT INTO raw_calls SELECT one.* REPLACE (call_id || ':' || n AS call_id) FROM one, range(1, 600) t(n)")
+    calls, streamed, day, model = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE streaming), CAST(min(started_at) AS DATE), min(model) FROM raw_calls"
+    ).fetchone()
+    truth = TRUTH["anthropic"]
+    bill = [line(day, t, calls * truth[k], "0", provider="anthropic", model=model, category="usage_quantity")
+            for t, k in (("uncached_input", "uncached_input_tokens"), ("cache_read", "cache_read_input_tokens"),
+                         ("cache_write", "cache_creation_input_tokens"), ("output", "output_tokens"))]
+    columns = ("billing_line_id", *bill[0])
+    con.executemany(f"INSERT INTO raw_billing_lines ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                    [[f"b{i}", *ln.values()] for i, ln in enumerate(bill)])
+    prerequisites(con, None)
+    build_reconciliation(con, ReconcileSettings(token_tolerance=0.001))  # one token in 212 is 0.5%
+    got = cells(con)
+    out = got[(model, day, "output")]
+    assert (out["cause"], out["status"]) == ("not_recorded_by_source", "traced_above_billed")
+    assert f"one token per streamed call ({streamed} of {calls} traced calls streamed)" in out["explanation"]
+    assert source in out["explanation"]
+    for t in ("uncached_input", "cache_read", "cache_write"):
+        assert got[(model, day, t)]["cause"] == "ok"
