@@ -154,15 +154,30 @@ def rejects(
 
 
 @app.command()
-def loads(db: DbOpt = None, limit: Annotated[int, typer.Option(help="Most recent N files.")] = 50, fmt: FormatOpt = Format.table) -> None:
-    """Show the ingest ledger: each file per run with its counts and status.
+def loads(
+    db: DbOpt = None, limit: Annotated[int, typer.Option(help="Most recent N files.")] = 50, fmt: FormatOpt = Format.table,
+    gaps: Annotated[bool, typer.Option("--gaps", help="Per source: what its instrumentation does not record.")] = False,
+) -> None:
+    """Show the ingest ledger: each file per run with its counts and status; --gaps: what each source loses.
 
-    Example: phaselens loads --format json
+    Example: phaselens loads --gaps --format json
     """
     try:
         con = _open(db, read_only=True)
     except PhaselensError as e:
         _fail(e)
+    if gaps:
+        if not con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'source_gaps'").fetchone()[0]:
+            from phaselens.pipeline.errors import StoreError
+
+            _fail(StoreError("the store predates source gaps", "run `phaselens ingest` or `phaselens build` once to add them"))
+        # table: the shares and the gaps in words; json/csv: every column of the view (docs/store.md)
+        sql = ("SELECT source, instrumentation, calls, streamed_calls, round(cache_counts_missing_share, 3) AS no_cache, "
+               "round(ttft_missing_streamed_share, 3) AS no_ttft, round(streaming_flag_missing_share, 3) AS no_stream_flag, "
+               "gaps FROM source_gaps" if fmt == Format.table else "SELECT * FROM source_gaps")
+        cols, rows = query(con, sql)
+        typer.echo(render(cols, rows, fmt))
+        return
     cols, rows = query(
         con,
         "SELECT finished_at, file, adapter, status, accepted, duplicates, rejected, skipped, message FROM loads "

@@ -1,6 +1,6 @@
 -- otlp_spans: every span of the parsed OTLP JSON batches in `otlp_batches(line_no, j)`, as canonical LlmCall
 -- columns plus `_kind` (call | skip), `_reason` and `_detail` (reject). Grain: one row per span.
--- Attribute names accepted per convention: docs/formats.md §1–§4 (and their aliases in §0.8, §3.4).
+-- Attribute names accepted per convention: docs/formats.md#genai-attribute-conventions (aliases included).
 CREATE OR REPLACE TEMP TABLE otlp_spans AS
 WITH resource_spans AS (
   SELECT line_no, unnest(j.resourceSpans) AS r FROM otlp_batches WHERE j IS NOT NULL
@@ -13,11 +13,11 @@ scope_spans AS (
   FROM resource_spans
 ),
 spans AS (
-  SELECT line_no, rk, rv, s.scope.name AS scope_name, unnest(s.spans) AS x FROM scope_spans
+  SELECT line_no, rk, rv, s.scope.name AS scope_name, s.scope.version AS scope_version, unnest(s.spans) AS x FROM scope_spans
 ),
 flat AS (
   SELECT
-    line_no, scope_name, x.name AS span_name, x.kind AS span_kind,
+    line_no, scope_name, scope_version, x.name AS span_name, x.kind AS span_kind,
     lower(x.traceId) AS trace_id, lower(x.spanId) AS span_id, nullif(lower(x.parentSpanId), '') AS parent_span_id,
     TRY_CAST(x.startTimeUnixNano AS HUGEINT) AS start_ns,
     TRY_CAST(x.endTimeUnixNano AS HUGEINT) AS end_ns,
@@ -50,9 +50,9 @@ typed AS (
              av(k, v, 'llm.token_count.prompt_details.cache_read'), av(k, v, 'gen_ai.usage.cached_tokens')) AS cache_read_raw,
     TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_read.input_tokens'), av(k, v, 'gen_ai.usage.cache_read_input_tokens'),
              av(k, v, 'llm.token_count.prompt_details.cache_read'), av(k, v, 'gen_ai.usage.cached_tokens')) AS DOUBLE) AS BIGINT) AS cache_read,
-    coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
+    coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_write.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
              av(k, v, 'llm.token_count.prompt_details.cache_write')) AS cache_write_raw,
-    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
+    TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.cache_creation.input_tokens'), av(k, v, 'gen_ai.usage.cache_write.input_tokens'), av(k, v, 'gen_ai.usage.cache_creation_input_tokens'),
              av(k, v, 'llm.token_count.prompt_details.cache_write')) AS DOUBLE) AS BIGINT) AS cache_write,
     coalesce(av(k, v, 'gen_ai.usage.output_tokens'), av(k, v, 'gen_ai.usage.completion_tokens'), av(k, v, 'llm.token_count.completion')) AS out_tokens_raw,
     TRY_CAST(TRY_CAST(coalesce(av(k, v, 'gen_ai.usage.output_tokens'), av(k, v, 'gen_ai.usage.completion_tokens'), av(k, v, 'llm.token_count.completion')) AS DOUBLE) AS BIGINT) AS out_tokens,
@@ -114,6 +114,7 @@ SELECT
        WHEN av(k, v, 'traceloop.workflow.name') IS NOT NULL OR av(k, v, 'llm.request.type') IS NOT NULL
             OR av(k, v, 'gen_ai.is_streaming') IS NOT NULL OR span_name LIKE '%.chat' THEN 'openllmetry'
        ELSE 'otel_genai' END AS convention,
+  nullif(trim(coalesce(scope_name, '') || ' ' || coalesce(scope_version, '')), '') AS instrumentation,
   '' AS load_id,
   $display || '#' || coalesce(span_id, 'line' || line_no) AS source_locator,
   CASE WHEN start_ok THEN make_timestamp((start_ns // 1000)::BIGINT) END AS started_at,

@@ -43,7 +43,7 @@ def test_protobuf_becomes_otlp_json_with_hex_ids_and_int64_strings():
     span = to_otlp_json(body, "protobuf")["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert (span["traceId"], span["spanId"]) == ("abcdef0123456789abcdef0123456789", "0123456789abcdef")
     assert (span["startTimeUnixNano"], span["endTimeUnixNano"]) == (str(T0), str(T0 + 2_500_000_000))
-    assert span["kind"] == 3  # SPAN_KIND_CLIENT, as an integer (formats.md §2)
+    assert span["kind"] == 3  # SPAN_KIND_CLIENT, as an integer (docs/formats.md#otlp-json-traces)
     tokens = {a["key"]: a["value"] for a in span["attributes"]}["gen_ai.usage.input_tokens"]
     assert tokens == {"intValue": "900"}
 
