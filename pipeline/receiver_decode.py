@@ -128,7 +128,33 @@ def to_otlp_json(body: bytes, fmt: str) -> dict:
         raise BadRequest(f"the body is not valid JSON ({str(e)[:200]})") from e
     if not isinstance(doc, dict):
         raise BadRequest("the body is JSON but not an object; send an ExportTraceServiceRequest")
+    if LONE_SURROGATE_HINT.search(body):
+        doc = _replace_lone_surrogates(doc)
     return doc
+
+
+# A `\\uD800`-`\\uDFFF` escape in a JSON body: the only way a lone surrogate gets into a decoded string (raw bytes
+# of one are not UTF-8 and fail the parse). Such a string cannot be written as UTF-8, so the store would refuse it.
+LONE_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
+LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _fix_text(s: str) -> str:
+    if not LONE_SURROGATE.search(s):
+        return s
+    # pairs of surrogates become their character; a lone one becomes U+FFFD, as a UTF-8 decoder replaces bad bytes
+    return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _replace_lone_surrogates(value):
+    """The JSON value with every lone surrogate in its keys and strings replaced by U+FFFD (the span is kept)."""
+    if isinstance(value, str):
+        return _fix_text(value)
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_fix_text(k): _replace_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def _iter_spans_lenient(doc: dict):
