@@ -37,8 +37,10 @@ from .receiver_decode import (
     BadRequest,
     Checked,
     check_spans,
+    clean_protobuf,
     decompress,
     export_response,
+    protobuf_line,
     status_body,
     to_otlp_json,
 )
@@ -143,11 +145,16 @@ class Receiver:
         fmt = CONTENT_TYPES[_content_type(headers)]
         with self.in_flight():
             try:
-                doc = to_otlp_json(decompress(body, headers.get("content-encoding", "identity"),
-                                              self.max_body_bytes), fmt)
-                checked = check_spans(doc, self.next_ref())
+                body = decompress(body, headers.get("content-encoding", "identity"), self.max_body_bytes)
+                fast = clean_protobuf(body) if fmt == "protobuf" else None
+                if fast is not None and fast[1]:  # every span passes: spool the body as it is
+                    checked = Checked({}, fast[0])
+                    line = protobuf_line(body) if fast[0] else None
+                else:
+                    checked = check_spans(to_otlp_json(body, fmt), self.next_ref())
+                    line = checked.line()
                 try:
-                    self.accept(checked)
+                    self.accept(checked, line)
                 except OSError as e:
                     log.error("cannot write the spool (%s); answering 503 so the client retries", e)
                     raise BadRequest("the receiver cannot store the request right now; retry shortly", 503) from e
@@ -168,9 +175,9 @@ class Receiver:
         """A context that counts a request being answered (shutdown waits for the count to reach zero)."""
         return _InFlight(self)
 
-    def accept(self, checked: Checked) -> None:
+    def accept(self, checked: Checked, line: str | None = None) -> None:
         """Spool a checked request durably; wake the flusher when the segment reached `flush_spans` spans."""
-        self.spool.append(checked.line(), checked.accepted, checked.rejects)
+        self.spool.append(line if line is not None else checked.line(), checked.accepted, checked.rejects)
         telemetry.count("rejected", len(checked.rejects), adapter="otlp_http", stage="receiver")
         if self.spool.current_spans >= self.flush_spans:
             self.flusher.wake.set()
