@@ -3,6 +3,7 @@
 Layout of the spool folder (default `<db>.spool/`, mode 0700, files 0600):
 
 - `<stamp>-<pid>-<n>.otlp.jsonl`    a segment: one accepted request per line, as OTLP JSON (what `ingest` reads)
+                                     or a checked protobuf body in base64, expanded to OTLP JSON by the flusher
 - `<stamp>-<pid>-<n>.rejects.jsonl` its sidecar: the spans rejected on receipt, one `Reject` per line
 - `failed/`                          request lines the store refused to load (kept for inspection, never retried)
 - `.lock`                            held (flock) by the one receiver that owns the folder

@@ -90,9 +90,9 @@ print(ok * len(keep.spans), failed, time.monotonic() - start, flush=True)
 """
 
 
-def start(kind: str, tmp: Path, baseline: str) -> tuple[subprocess.Popen, str]:
+def start(kind: str, tmp: Path, baseline: str, extra: list[str]) -> tuple[subprocess.Popen, str]:
     db = tmp / f"{kind}-{time.monotonic_ns()}.duckdb"
-    args = ["--db", str(db), "--port", "0", "--token", TOKEN, "--log-level", "info"]
+    args = ["--db", str(db), "--port", "0", "--token", TOKEN, "--log-level", "info", *extra]
     if kind == "null":
         argv = [sys.executable, "-c", NULL_SERVER]
     elif kind == "old":
@@ -159,12 +159,13 @@ def main() -> int:
     ap.add_argument("--baseline", default="ff3315a", help="git ref of the old receiver")
     ap.add_argument("--latency-requests", type=int, default=30)
     ap.add_argument("--servers", default="null,old,new")
+    ap.add_argument("--server-args", default="", help="extra receiver options, e.g. '--flush-seconds 600'")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for kind in args.servers.split(","):
-            proc, url = start(kind, tmp, args.baseline)
+            proc, url = start(kind, tmp, args.baseline, args.server_args.split())
             try:
                 for clients in (1, 4):
                     rate, failed = throughput(url, clients, args.seconds)
