@@ -125,3 +125,44 @@ def test_one_kept_alive_connection_carries_many_requests(receiver):
     conn.close()
     wait_flushed(receiver.spool.folder)
     assert query(receiver.db, "SELECT count(*) FROM requests WHERE span_id LIKE '000000000000a0%'")[0][0] == 20
+
+
+def test_kill_9_mid_burst_loses_no_acknowledged_span(tmp_path):
+    from tests.test_receiver import PB, T0, Collect, chat_span, pb_request
+
+    db = tmp_path / "store.duckdb"
+    server = Collect(tmp_path, db, "--token", TOKEN, "--flush-seconds", "0.2")
+    acked: list[set[str]] = [set() for _ in range(4)]
+    stop = threading.Event()
+
+    def burst(worker: int) -> None:
+        n = 0
+        while not stop.is_set():
+            ids = [f"{worker + 1:02x}{n:06x}{i:08x}" for i in range(64)]
+            n += 1
+            body = pb_request(*[chat_span(f"{int(s, 16):032x}", s, T0 + i, 1.0) for i, s in enumerate(ids)],
+                              service="burst").SerializeToString()
+            try:
+                status, _, _ = post(server.url, body, PB)
+            except OSError:
+                return  # the server is gone: this request was not acknowledged
+            if status == 200:
+                acked[worker].update(ids)
+
+    threads = [threading.Thread(target=burst, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while sum(map(len, acked)) < 2000 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    server.kill9()  # mid-burst: requests are in flight
+    stop.set()
+    for t in threads:
+        t.join(timeout=15)
+    want = set().union(*acked)
+    assert len(want) >= 2000
+    again = Collect(tmp_path, db, "--token", TOKEN, "--flush-seconds", "0.2")
+    wait_flushed(again.spool)
+    assert again.stop() == 0
+    stored = {r[0] for r in query(db, "SELECT span_id FROM requests WHERE service = 'burst'")}
+    assert want - stored == set()
