@@ -188,6 +188,8 @@ class Spool:
     def _recover(self) -> None:
         for leftover in self.folder.glob(SPLIT_PREFIX + "*"):
             shutil.rmtree(leftover, ignore_errors=True)  # an interrupted split; its segment is still here
+        for leftover in self.folder.glob("*" + DATA_SUFFIX + ".expand"):
+            leftover.unlink(missing_ok=True)  # an interrupted protobuf expansion; its segment is still whole
         for path in sorted(self.folder.glob("*" + DATA_SUFFIX)) + sorted(self.folder.glob("*" + REJECTS_SUFFIX)):
             dropped = _drop_incomplete_tail(path)
             if dropped:
