@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -43,6 +44,15 @@ def context() -> Context:
 
 def _missing(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$=:])")
+
+
+def md_text(x) -> str:
+    """`x` as literal text inside Markdown: every character Markdown, HTML or LaTeX would read is escaped,
+    so a name such as `![x](http://host/x.png)` or `<img src=...>` shows as typed."""
+    return _MD_SPECIAL.sub(r"\\\1", str(x))
 
 
 def usd(x, digits: int = 2) -> str:

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, empty_state, no_calls, pct, seconds, usd
+from phaselens.app.ui import context, count, empty_state, md_text, no_calls, pct, seconds, usd
 
 COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
                 "cache_write_usd": "cache write", "output_usd": "output"}
@@ -83,8 +83,11 @@ if not no_calls(ctx):
 
     st.subheader("Diagnosis")
     if isinstance(row["diagnosis"], str):
-        st.markdown(f"**{row['diagnosis']}**")
-        st.success(f"Lever: {row['lever']}")
+        st.text(f"Time: {row['diagnosis']}")
+        st.success(f"Lever for time: {md_text(row['lever'])}")
+        if isinstance(row.get("cost_diagnosis"), str):
+            st.text(f"Money: {row['cost_diagnosis']}")
+            st.success(f"Lever for money: {md_text(row['cost_lever'])}")
         st.caption(f"Shape: {row['shape_class']}; cause: {row['cause']}. Median {count(row['input_tokens_p50'])} input "
                    f"and {count(row['output_tokens_p50'])} output tokens per call. The diagnosis covers the whole store.")
     else:
