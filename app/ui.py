@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -12,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from phaselens.app.queries import Filters
+from phaselens.models.text import md_text  # noqa: F401  (names shown as text on every page)
 
 CONTEXT_KEY = "_phaselens_context"
 
@@ -44,15 +44,6 @@ def context() -> Context:
 
 def _missing(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$=:])")
-
-
-def md_text(x) -> str:
-    """`x` as literal text inside Markdown: every character Markdown, HTML or LaTeX would read is escaped,
-    so a name such as `![x](http://host/x.png)` or `<img src=...>` shows as typed."""
-    return _MD_SPECIAL.sub(r"\\\1", str(x))
 
 
 def usd(x, digits: int = 2) -> str:

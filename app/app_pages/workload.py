@@ -34,7 +34,7 @@ def whatif_panel(ctx, name: str, f) -> None:
     try:
         result = queries.load_whatif(ctx.snapshot, name, tuple(picked), replace(f, workloads=()))
     except PhaselensError as e:
-        st.warning(f"{e.message}. {e.fix}")
+        st.warning(f"{md_text(e.message)}. {md_text(e.fix)}")
         return
     _, rows = result_rows(result)
     table = pd.DataFrame([{
@@ -48,7 +48,7 @@ def whatif_panel(ctx, name: str, f) -> None:
                f"meeting each SLO per call ({slo_text}).")
     for t in result["targets"]:
         b = t["basis"]
-        with st.expander(f"{t['target']}: basis and assumptions" + (" (warnings)" if t["warnings"] else "")):
+        with st.expander(f"{md_text(t['target'])}: basis and assumptions" + (" (warnings)" if t["warnings"] else "")):
             if b.get("latency_model"):
                 st.text(f"Latency model: {b['latency_model']} fitted on {count(b['fit_calls'])} calls; held-out "
                         f"error TTFT {pct(b['holdout_mape_ttft'])}, decode {pct(b['holdout_mape_decode'])}. "
