@@ -123,6 +123,9 @@ def ingest(
             f"rejected (see `phaselens rejects`), {result.total('skipped'):,} skipped, {len(result.failed)} failed. "
             "Next: `phaselens build`."
         )
+    if result.not_data:
+        _err(f"{len(result.not_data):,} code, docs or config file(s) in the folders were not read "
+             f"(e.g. {result.not_data[0].name}).")
     if result.failed:
         raise typer.Exit(1)
 

@@ -87,3 +87,15 @@ def test_explain_gives_both_levers(demo_store):
     out = subprocess.run([sys.executable, "-m", "phaselens", "explain", "agent", "--db", str(demo_store)],
                          check=True, capture_output=True, text=True).stdout
     assert "Lever (time):" in out and "Lever (money):" in out and "cache" in out.split("Lever (money):")[1]
+
+
+def test_ingest_of_the_sample_folder_skips_code_and_docs_with_a_count(tmp_path):
+    root = Path(__file__).resolve().parents[1] / "sample_logs"
+    out = subprocess.run([sys.executable, "-m", "phaselens", "ingest", "--db", str(tmp_path / "s.duckdb"), str(root)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    skipped = sum(1 for f in root.rglob("*") if f.is_file() and f.suffix in (".py", ".md", ".toml")
+                  and not any(p.startswith(".") for p in f.relative_to(root).parts))
+    assert skipped and f"{skipped:,} code, docs or config file(s) in the folders were not read" in out.stderr
+    assert " 0 failed" in out.stderr and "records stored" in out.stderr
+    assert ".py " not in out.stdout and "failed" not in out.stdout.split("status")[-1].split()
