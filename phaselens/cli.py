@@ -85,6 +85,9 @@ def ingest(
 ) -> None:
     """Load traces and billing exports into the store; the format is detected from each file's content.
 
+    Folders are walked for data files: code, docs and config found there (.py, .md, .toml, .yaml, ...) are
+    skipped and counted; a file named on the command line is always read.
+
     Example: phaselens ingest sample_logs/ --db demo.duckdb
     """
     from decimal import Decimal, InvalidOperation
