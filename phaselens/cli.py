@@ -85,6 +85,9 @@ def ingest(
 ) -> None:
     """Load traces and billing exports into the store; the format is detected from each file's content.
 
+    Folders are walked for data files: code, docs and config found there (.py, .md, .toml, .yaml, ...) are
+    skipped and counted; a file named on the command line is always read.
+
     Example: phaselens ingest sample_logs/ --db demo.duckdb
     """
     from decimal import Decimal, InvalidOperation
@@ -123,6 +126,9 @@ def ingest(
             f"rejected (see `phaselens rejects`), {result.total('skipped'):,} skipped, {len(result.failed)} failed. "
             "Next: `phaselens build`."
         )
+    if result.not_data:
+        _err(f"{len(result.not_data):,} code, docs or config file(s) in the folders were not read "
+             f"(e.g. {result.not_data[0].name}).")
     if result.failed:
         raise typer.Exit(1)
 
@@ -220,7 +226,7 @@ def workloads(
     db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
     all_columns: Annotated[bool, typer.Option("--all", help="Every column of the view (json/csv always have all).")] = False,
 ) -> None:
-    """Per workload: the phase that dominates time and money, its shape, diagnosis and lever.
+    """Per workload: the phase that dominates time and money, its shape, and a diagnosis and lever for each.
 
     Example: phaselens workloads --since 2026-11-16 --format json
     """
@@ -232,7 +238,7 @@ def workloads(
     cols, rows = query(con, "SELECT * FROM workload_stats($s, $u)", {"s": since, "u": until})
     if fmt == Format.table and not all_columns:
         keep = ["workload", "calls", "ttft_p50_s", "itl_p50_s", "prefill_time_share", "prefill_cost_share",
-                "cost_usd", "dominant_latency_phase", "dominant_cost_phase", "shape_class", "lever"]
+                "cost_usd", "dominant_latency_phase", "dominant_cost_phase", "shape_class", "latency_lever", "cost_lever"]
         idx = [cols.index(c) for c in keep]
         cols, rows = keep, [tuple(r[i] for i in idx) for r in rows]
     typer.echo(render(cols, rows, fmt, max_width=90))

@@ -126,8 +126,8 @@ def test_filters_in_the_url_narrow_every_number(sample_db, monkeypatch):
 
 
 def test_workload_detail_numbers_equal_the_views(sample_db, monkeypatch):
-    name, calls, cost, diagnosis = store_rows(
-        sample_db, "SELECT workload, calls, cost_usd, diagnosis FROM workloads ORDER BY calls DESC LIMIT 1")[0]
+    name, calls, cost, diagnosis, cost_diagnosis = store_rows(
+        sample_db, "SELECT workload, calls, cost_usd, diagnosis, cost_diagnosis FROM workloads ORDER BY calls DESC LIMIT 1")[0]
     at = render(sample_db, "workload", monkeypatch, {"detail": [name]})
     assert_clean(at)
     assert at.selectbox(key="detail_workload").value == name
@@ -135,7 +135,10 @@ def test_workload_detail_numbers_equal_the_views(sample_db, monkeypatch):
     if cost is not None:
         assert metric(at, "Cost (estimated, USD)") == money(cost)
     if diagnosis:
-        assert any(diagnosis in m.value for m in at.markdown)
+        # both diagnoses, shown as text (time and money)
+        assert any(diagnosis in t.value for t in at.text)
+        assert any(cost_diagnosis in t.value for t in at.text)
+        assert any("Lever for money" in s.value for s in at.success)
     sample = at.dataframe[0].value
     assert 0 < len(sample) <= 200 and len(sample) <= calls
 
