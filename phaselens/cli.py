@@ -213,6 +213,30 @@ def build(db: DbOpt = None, config: ConfigOpt = None) -> None:
     )
 
 
+@app.command()
+def export(
+    db: DbOpt = None,
+    lake: Annotated[str, typer.Option("--lake", help="Lake root: a folder, or an object-store URI (s3://...).")] = ...,
+) -> None:
+    """Write the store's raw relations as a Parquet lake partitioned by UTC day (for `--engine spark`).
+
+    Example: phaselens export --db phaselens.duckdb --lake lake/
+    """
+    from phaselens.pipeline.lake import export_lake
+
+    try:
+        con = _open(db, read_only=True)
+    except PhaselensError as e:
+        _fail(e)
+    try:
+        counts = export_lake(con, lake)
+    except Exception as e:  # duckdb.Error: a path it cannot write, a missing object-store extension
+        _err(f"Error: cannot write the lake at {lake}: {e}")
+        _err("  fix: give a writable folder, or for an object-store URI load DuckDB's httpfs extension and credentials")
+        raise typer.Exit(1)
+    _err("exported " + ", ".join(f"{n:,} {rel}" for rel, n in counts.items()) + f" to {lake}")
+
+
 def _need_build(con) -> None:
     from phaselens.pipeline.errors import StoreError
 
