@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from phaselens.app.queries import Filters
+from phaselens.models.text import md_text  # noqa: F401  (names shown as text on every page)
 
 CONTEXT_KEY = "_phaselens_context"
 

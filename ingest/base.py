@@ -42,15 +42,26 @@ class UnreadableFile(Exception):
         super().__init__(f"{path}: {why}" + (f" ({fix})" if fix else ""))
 
 
+# the section of docs/formats.md that lists the columns each tabular format must have
+FORMAT_DOCS = {
+    "AWS CUR 2.0": "docs/formats.md#aws-cur-20-for-bedrock",
+    "Azure cost export": "docs/formats.md#azure-cost-management-export",
+    "FOCUS": "docs/formats.md#focus",
+    "GCP billing export": "docs/formats.md#gcp-billing-export-for-vertex-ai",
+}
+
+
 class SchemaMismatch(UnreadableFile):
     """A known format whose columns changed: the load stops and names the missing columns."""
 
     def __init__(self, path: str, fmt: str, missing: list[str]) -> None:
         self.missing = missing
+        doc = FORMAT_DOCS.get(fmt)
         super().__init__(
             path,
             f"looks like {fmt} but lacks the column(s) {', '.join(missing)}",
-            "export it again with these columns, or tell us the new column names",
+            "export it again with these columns, or tell us the new column names"
+            + (f"; {doc} lists the columns read" if doc else ""),
         )
 
 

@@ -1,6 +1,6 @@
 """NVIDIA AIPerf / GenAI-Perf per-request export (`profile_export.jsonl`) -> `LlmCall`.
 
-Reference: shared/data/SOURCES.md §4. Each line: `metadata` (`x_request_id`, `timestamp_ns`, ...),
+Reference: docs/formats.md#aiperf-profile-export. Each line: `metadata` (`x_request_id`, `timestamp_ns`, ...),
 `metrics` (each `{value, unit}`), `error` (null or `{code, type, message}`).
 
 Decisions:

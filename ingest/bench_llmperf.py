@@ -1,6 +1,6 @@
 """LLMPerf per-request results (`individual_responses` JSON arrays) -> `LlmCall`.
 
-Reference: shared/data/SOURCES.md §3 (ray-project/llmperf-leaderboard `raw_data/individual/*.json`).
+Reference: docs/formats.md#llmperf-results (ray-project/llmperf-leaderboard `raw_data/individual/*.json`).
 
 Decisions:
 - One call per array element. `call_id` = `llmperf:<content fingerprint>:<index>`, so the same file

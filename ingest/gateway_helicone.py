@@ -1,6 +1,6 @@
 """Helicone request logs -> `LlmCall`.
 
-Two shapes (formats.md §5.3), told apart per row:
+Two shapes (docs/formats.md#helicone-request-logs), told apart per row:
 - REST `HeliconeRequest` (`/v1/request/query`): JSON array, `{"data": [...]}` or JSON Lines, with
   `response_status`, `delay_ms`, `costUSD` (dollars), `request_model`/`response_model`,
   `request_properties`.
@@ -12,7 +12,7 @@ Decisions:
   shorter than the whole call is not a first-token time (non-streamed responses arrive whole), so
   ttft is None there and the source value is kept as `source_ttft_s`.
 - `prompt_tokens` is taken to INCLUDE cache reads and writes (Helicone stores the provider's
-  OpenAI-style prompt count; formats §10 marks this unverified), so
+  OpenAI-style prompt count; not verified against Helicone's code), so
   uncached = prompt − cache read − cache write. A prompt count smaller than the cache counts cannot
   include them and is kept as uncached, flagged `prompt_tokens_excludes_cache`.
 - `costUSD` is dollars; the ClickHouse `cost` is divided by 1e9. A REST row's `cost` is not used.

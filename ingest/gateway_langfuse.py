@@ -1,7 +1,7 @@
 """Langfuse observation exports -> `LlmCall` (GENERATION) or `Skip` (SPAN, EVENT, ...).
 
 Shapes: the public API / UI batch export as a JSON array or `{"data": [...]}`, JSON Lines, or CSV
-(whose `usageDetails`, `costDetails`, `metadata` cells are JSON strings). Reference: formats.md §5.2.
+(whose `usageDetails`, `costDetails`, `metadata` cells are JSON strings). Reference: docs/formats.md#langfuse-observations.
 
 Decisions:
 - Only `type` GENERATION is a model call; every other observation type is a `Skip`.
@@ -16,7 +16,7 @@ Decisions:
   when it matches the span only after dividing by 1000 it was written in ms (unit slip) and is
   converted; when it matches neither, the timestamps win and the source value is kept as
   `source_latency_s`. A `latency` with no timestamps to check against that is above
-  `LATENCY_OUTLIER_S` is kept but flagged `latency_outlier` (formats §5.2 shows `latency: 1707`).
+  `LATENCY_OUTLIER_S` is kept but flagged `latency_outlier` (exports have been seen with `latency: 1707`).
 - TTFT = `timeToFirstToken`, else `completionStartTime − startTime`.
 - `costDetails.total` -> `provided_cost_usd` (else the sum of the other cost keys, which are
   disjoint, else the v2 `totalCost` / deprecated `calculatedTotalCost`).

@@ -1,7 +1,7 @@
 """LiteLLM proxy spend logs (`LiteLLM_SpendLogs` rows) -> `LlmCall`.
 
 Shapes: the `/spend/logs` JSON array, `{"data": [...]}`, JSON Lines, or a CSV export of the table
-(`metadata` and `request_tags` cells then hold JSON strings). Reference: docs/formats.md §5.1, §0.7.
+(`metadata` and `request_tags` cells then hold JSON strings). Reference: docs/formats.md#litellm-spend-logs.
 
 Decisions:
 - TTFT = `completionStartTime − startTime`, but only when `completionStartTime` differs from

@@ -38,5 +38,5 @@ def detect(src: SourceFile) -> Adapter:
     raise UnreadableFile(
         src.display,
         "not a format phaselens reads",
-        f"expected one of: {known}; see docs/formats.md of the project",
+        f"expected one of: {known}; see docs/formats.md#how-a-file-is-recognised",
     )

@@ -1,6 +1,7 @@
 """Request traces without latency splits -> `LlmCall`: token shapes for what-if analysis.
 
-Three public traces (shared/data/SOURCES.md §1, §2, §8):
+Three public traces (docs/formats.md#azure-llm-inference-trace, docs/formats.md#mooncake-trace,
+docs/formats.md#servegen-trace):
 - `azure_trace`: Azure LLM inference trace CSV `TIMESTAMP,ContextTokens,GeneratedTokens`. TIMESTAMP
   is wall-clock with 7 fraction digits and no zone, read as UTC (truncated to microseconds).
   No latency: `timing_source` none.

@@ -75,6 +75,10 @@ class Diagnosis(_Section):
     cold_cache_reuse_min: float = Field(
         default=0.3, ge=0, le=1, description="Reusable input share (caching lever) above which a cold cache is named."
     )
+    cache_write_share_min: float = Field(
+        default=0.3, ge=0, le=1,
+        description="Share of input spend on cache writes above which unread cache writes are named (when reads < writes).",
+    )
     contention_ratio_min: float = Field(
         default=1.3, gt=1, description="ITL at high vs low concurrency above which batch contention is named."
     )

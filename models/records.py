@@ -52,6 +52,11 @@ class LlmCall(_Record):
     convention: str | None = Field(
         default=None, description="Attribute convention, e.g. `otel_genai`, `openllmetry`, `openinference`, `vllm`."
     )
+    instrumentation: str | None = Field(
+        default=None,
+        description="What wrote the record: the OTLP instrumentation scope as `name version`, e.g. "
+        "`opentelemetry.instrumentation.openai_v2 2.1b0`; None where the source is the writer.",
+    )
     load_id: str = ""
     source_locator: str = Field(default="", description="file:line or file#span_id")
     # time (UTC)

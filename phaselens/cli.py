@@ -85,6 +85,9 @@ def ingest(
 ) -> None:
     """Load traces and billing exports into the store; the format is detected from each file's content.
 
+    Folders are walked for data files: code, docs and config found there (.py, .md, .toml, .yaml, ...) are
+    skipped and counted; a file named on the command line is always read.
+
     Example: phaselens ingest sample_logs/ --db demo.duckdb
     """
     from decimal import Decimal, InvalidOperation
@@ -123,6 +126,9 @@ def ingest(
             f"rejected (see `phaselens rejects`), {result.total('skipped'):,} skipped, {len(result.failed)} failed. "
             "Next: `phaselens build`."
         )
+    if result.not_data:
+        _err(f"{len(result.not_data):,} code, docs or config file(s) in the folders were not read "
+             f"(e.g. {result.not_data[0].name}).")
     if result.failed:
         raise typer.Exit(1)
 
@@ -154,15 +160,30 @@ def rejects(
 
 
 @app.command()
-def loads(db: DbOpt = None, limit: Annotated[int, typer.Option(help="Most recent N files.")] = 50, fmt: FormatOpt = Format.table) -> None:
-    """Show the ingest ledger: each file per run with its counts and status.
+def loads(
+    db: DbOpt = None, limit: Annotated[int, typer.Option(help="Most recent N files.")] = 50, fmt: FormatOpt = Format.table,
+    gaps: Annotated[bool, typer.Option("--gaps", help="Per source: what its instrumentation does not record.")] = False,
+) -> None:
+    """Show the ingest ledger: each file per run with its counts and status; --gaps: what each source loses.
 
-    Example: phaselens loads --format json
+    Example: phaselens loads --gaps --format json
     """
     try:
         con = _open(db, read_only=True)
     except PhaselensError as e:
         _fail(e)
+    if gaps:
+        if not con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'source_gaps'").fetchone()[0]:
+            from phaselens.pipeline.errors import StoreError
+
+            _fail(StoreError("the store predates source gaps", "run `phaselens ingest` or `phaselens build` once to add them"))
+        # table: the shares and the gaps in words; json/csv: every column of the view (docs/store.md)
+        sql = ("SELECT source, instrumentation, calls, streamed_calls, round(cache_counts_missing_share, 3) AS no_cache, "
+               "round(ttft_missing_streamed_share, 3) AS no_ttft, round(streaming_flag_missing_share, 3) AS no_stream_flag, "
+               "gaps FROM source_gaps" if fmt == Format.table else "SELECT * FROM source_gaps")
+        cols, rows = query(con, sql)
+        typer.echo(render(cols, rows, fmt))
+        return
     cols, rows = query(
         con,
         "SELECT finished_at, file, adapter, status, accepted, duplicates, rejected, skipped, message FROM loads "
@@ -192,6 +213,30 @@ def build(db: DbOpt = None, config: ConfigOpt = None) -> None:
     )
 
 
+@app.command()
+def export(
+    db: DbOpt = None,
+    lake: Annotated[str, typer.Option("--lake", help="Lake root: a folder, or an object-store URI (s3://...).")] = ...,
+) -> None:
+    """Write the store's raw relations as a Parquet lake partitioned by UTC day (for `--engine spark`).
+
+    Example: phaselens export --db phaselens.duckdb --lake lake/
+    """
+    from phaselens.pipeline.lake import export_lake
+
+    try:
+        con = _open(db, read_only=True)
+    except PhaselensError as e:
+        _fail(e)
+    try:
+        counts = export_lake(con, lake)
+    except Exception as e:  # duckdb.Error: a path it cannot write, a missing object-store extension
+        _err(f"Error: cannot write the lake at {lake}: {e}")
+        _err("  fix: give a writable folder, or for an object-store URI load DuckDB's httpfs extension and credentials")
+        raise typer.Exit(1)
+    _err("exported " + ", ".join(f"{n:,} {rel}" for rel, n in counts.items()) + f" to {lake}")
+
+
 def _need_build(con) -> None:
     from phaselens.pipeline.errors import StoreError
 
@@ -205,7 +250,7 @@ def workloads(
     db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
     all_columns: Annotated[bool, typer.Option("--all", help="Every column of the view (json/csv always have all).")] = False,
 ) -> None:
-    """Per workload: the phase that dominates time and money, its shape, diagnosis and lever.
+    """Per workload: the phase that dominates time and money, its shape, and a diagnosis and lever for each.
 
     Example: phaselens workloads --since 2026-11-16 --format json
     """
@@ -217,7 +262,7 @@ def workloads(
     cols, rows = query(con, "SELECT * FROM workload_stats($s, $u)", {"s": since, "u": until})
     if fmt == Format.table and not all_columns:
         keep = ["workload", "calls", "ttft_p50_s", "itl_p50_s", "prefill_time_share", "prefill_cost_share",
-                "cost_usd", "dominant_latency_phase", "dominant_cost_phase", "shape_class", "lever"]
+                "cost_usd", "dominant_latency_phase", "dominant_cost_phase", "shape_class", "latency_lever", "cost_lever"]
         idx = [cols.index(c) for c in keep]
         cols, rows = keep, [tuple(r[i] for i in idx) for r in rows]
     typer.echo(render(cols, rows, fmt, max_width=90))

@@ -10,6 +10,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
 from typing import Any
+from phaselens.models.text import csv_cell
 
 
 class Format(str, Enum):
@@ -64,7 +65,7 @@ def render(columns: list[str], rows: list[tuple], fmt: Format, *, max_width: int
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(columns)
         for r in rows:
-            w.writerow(["" if v is None else _plain(v) for v in r])
+            w.writerow(["" if v is None else csv_cell(_plain(v)) for v in r])
         return buf.getvalue().rstrip("\n")
     cells = [[_cell(v) for v in r] for r in rows]
     cells = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in cells]

@@ -46,8 +46,10 @@ def explain(con: duckdb.DuckDBPyConnection, workload: str, since=None, until=Non
         f"Money: {_usd(r['input_cost_usd'])} on input ({_pct(r['prefill_cost_share'])}, prefill side) vs "
         f"{_usd(r['output_cost_usd'])} on output ({_pct(r['decode_cost_share'])}, decode side). "
         f"Dominant phase for money: {r['dominant_cost_phase'] or 'unknown'}.",
-        f"Why: {r['diagnosis']}",
-        f"Lever: {r['lever']}",
+        f"Why (time): {r['latency_diagnosis']}",
+        f"Lever (time): {r['latency_lever']}",
+        f"Why (money): {r['cost_diagnosis']}",
+        f"Lever (money): {r['cost_lever']}",
     ]
     notes = []
     if r["estimated_calls"]:

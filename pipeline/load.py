@@ -57,6 +57,7 @@ class FileResult:
 class IngestResult:
     run_id: str
     files: list[FileResult] = field(default_factory=list)
+    not_data: list[Path] = field(default_factory=list)  # code, docs and config found in folders, not read
 
     @property
     def failed(self) -> list[FileResult]:
@@ -66,7 +67,20 @@ class IngestResult:
         return sum(getattr(f, attr) for f in self.files)
 
 
-def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+# Inside a folder, files with these endings are code, docs or config, never traces or billing: they are
+# skipped and counted. A file named on the command line is always read.
+NOT_DATA_SUFFIXES = frozenset({
+    ".py", ".pyc", ".md", ".rst", ".toml", ".ini", ".cfg", ".yaml", ".yml", ".sh", ".j2", ".html",
+    ".css", ".js", ".ts", ".lock", ".sql",
+})
+
+
+def is_not_data(f: Path) -> bool:
+    """True for code, docs and config (by file ending), which a folder walk skips."""
+    return f.suffix.lower() in NOT_DATA_SUFFIXES or f.name in {"Makefile", "Dockerfile", "LICENSE"}
+
+
+def expand_paths(paths: Iterable[str | Path], not_data: list[Path] | None = None) -> list[Path]:
     """Files, folders (recursively, hidden files skipped) and globs, in a stable order, each once."""
     out: list[Path] = []
     for p in paths:
@@ -77,13 +91,14 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
         for m in matches:
             mp = Path(m)
             if mp.is_dir():
-                out.extend(
-                    sorted(
-                        f
-                        for f in mp.rglob("*")
-                        if f.is_file() and not any(part.startswith(".") for part in f.relative_to(mp).parts)
-                    )
+                found = sorted(
+                    f
+                    for f in mp.rglob("*")
+                    if f.is_file() and not any(part.startswith(".") for part in f.relative_to(mp).parts)
                 )
+                out.extend(f for f in found if not is_not_data(f))
+                if not_data is not None:
+                    not_data.extend(f for f in found if is_not_data(f))
             elif mp.exists():
                 out.append(mp)
             else:
@@ -272,8 +287,9 @@ def ingest(
     on_file: Callable[[FileResult, int, int], None] | None = None,
 ) -> IngestResult:
     """Load every file under `paths`; `on_file(result, index, total)` reports progress."""
-    files = expand_paths(paths)
-    result = IngestResult(run_id=uuid.uuid4().hex[:16])
+    not_data: list[Path] = []
+    files = expand_paths(paths, not_data)
+    result = IngestResult(run_id=uuid.uuid4().hex[:16], not_data=not_data)
     for i, f in enumerate(files, 1):
         r = load_file(con, f, result.run_id, options=options, force=force)
         result.files.append(r)

@@ -71,7 +71,8 @@ EMPTY_INPUTS: dict[str, str] = {
 EMPTY_WORKLOADS = (
     "SELECT NULL::VARCHAR AS workload, NULL::BIGINT AS calls, NULL::VARCHAR AS dominant_latency_phase, "
     "NULL::VARCHAR AS dominant_cost_phase, NULL::VARCHAR AS shape_class, NULL::VARCHAR AS cause, "
-    "NULL::VARCHAR AS diagnosis, NULL::VARCHAR AS lever WHERE false"
+    "NULL::VARCHAR AS diagnosis, NULL::VARCHAR AS lever, NULL::VARCHAR AS cost_diagnosis, "
+    "NULL::VARCHAR AS cost_lever WHERE false"
 )
 
 

@@ -19,12 +19,10 @@ import itertools
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -39,12 +37,15 @@ from .receiver_decode import (
     BadRequest,
     Checked,
     check_spans,
+    clean_protobuf,
     decompress,
     export_response,
+    protobuf_line,
     status_body,
     to_otlp_json,
 )
 from .receiver_flush import Flusher, is_locked
+from .receiver_http import Answer, HttpServer
 from .receiver_spool import Spool
 from .store import connect
 
@@ -52,142 +53,26 @@ log = logging.getLogger("phaselens.receiver")
 
 PATH = "/v1/traces"
 DEFAULTS = {"host": "127.0.0.1", "port": 4318, "max_body_bytes": 20 * 1024 * 1024, "flush_seconds": 2.0,
-            "flush_spans": 5000}
+            "flush_spans": 5000, "header_timeout": 10.0, "body_timeout": 30.0, "max_connections": 256}
 TOKEN_ENV = "PHASELENS_COLLECT_TOKEN"
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 STOP_WAIT_S = 10.0  # how long shutdown waits for requests in flight, and then for a busy store
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """One OTLP/HTTP request: checks in the order path, method, token, type, size, body; never raises."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = f"phaselens-collect/{__version__}"
-    timeout = 30  # seconds a connection may stall or idle before it is closed
-    server: _Server
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        """Every method is routed through `_handle`, which answers 405 for all but POST."""
-        self._handle()
-
-    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_POST  # noqa: N815
-
-    def version_string(self) -> str:
-        """The `Server` header: name and version, no Python version."""
-        return self.server_version
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
-        """http.server's own messages (malformed request lines) go to the debug log, not stderr."""
-        log.debug("%s %s", self.address_string(), format % args)
-
-    def log_request(self, code="-", size="-") -> None:
-        """Silenced: `_reply` logs one line per request, with its span counts."""
-
-    def _handle(self) -> None:
-        rec = self.server.receiver
-        self.body_read = False  # the handler lives as long as the connection; this is per request
-        with rec.in_flight():
-            fmt = CONTENT_TYPES.get(self.headers.get_content_type(), "json")
-            try:
-                try:
-                    self._serve(rec)
-                except BadRequest as e:
-                    self._reply(e.status, status_body(fmt, e.status, e.message), fmt, note=e.message)
-            except (ConnectionError, socket.timeout):
-                self.close_connection = True  # the client went away or stalled; nothing to answer
-            except Exception as e:
-                log.exception("unexpected error answering %s %s", self.command, self.path)
-                self.close_connection = self.body_read = True  # do not read on after an unknown failure
-                try:
-                    self._reply(500, status_body(fmt, 500, f"internal error: {type(e).__name__}"), fmt)
-                except OSError:
-                    pass
-
-    def _serve(self, rec: Receiver) -> None:
-        if urlsplit(self.path).path != PATH:
-            raise BadRequest(f"no such endpoint; send traces to POST {PATH}", 404)
-        if self.command != "POST":
-            raise BadRequest(f"{self.command} is not allowed on {PATH}; use POST", 405)
-        if rec.stopping.is_set():
-            raise BadRequest("the receiver is shutting down; retry shortly", 503)
-        if rec.token is not None:
-            scheme, _, given = (self.headers.get("Authorization") or "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), rec.token.encode()):
-                raise BadRequest("a valid `Authorization: Bearer <token>` header is required", 401)
-        fmt = CONTENT_TYPES.get(self.headers.get_content_type())
-        if fmt is None:
-            raise BadRequest(f"Content-Type must be one of {', '.join(CONTENT_TYPES)}", 415)
-        encoding = self.headers.get("Content-Encoding", "identity")
-        if self.headers.get("Transfer-Encoding") or self.headers.get("Content-Length") is None:
-            raise BadRequest("a Content-Length header is required (chunked bodies are not accepted)", 411)
-        try:
-            length = int(self.headers["Content-Length"])
-        except ValueError:
-            length = -1
-        if length < 0:
-            raise BadRequest("Content-Length is not a byte count")
-        if length > rec.max_body_bytes:
-            raise BadRequest(f"the body ({length} bytes) is larger than the limit of {rec.max_body_bytes} bytes", 413)
-        body = self.rfile.read(length)
-        if len(body) < length:
-            raise ConnectionError("client closed the connection mid-body")
-        self.body_read = True
-        doc = to_otlp_json(decompress(body, encoding, rec.max_body_bytes), fmt)
-        checked = check_spans(doc, rec.next_ref())
-        try:
-            rec.accept(checked)
-        except OSError as e:
-            log.error("cannot write the spool (%s); answering 503 so the client retries", e)
-            raise BadRequest("the receiver cannot store the request right now; retry shortly", 503) from e
-        note = f"{checked.accepted} span(s) accepted, {len(checked.rejects)} rejected"
-        self._reply(200, export_response(fmt, checked), fmt, note=note)
-
-    def _drain(self) -> None:
-        """Read and drop an unread body (up to twice the limit) so the client sees the answer; else close."""
-        rec = self.server.receiver
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            length = -1
-        if self.headers.get("Transfer-Encoding") or not 0 <= length <= 2 * rec.max_body_bytes:
-            self.close_connection = True  # the unread body would be taken for the next request
-            return
-        while length > 0:
-            chunk = self.rfile.read(min(length, 1 << 16))
-            if not chunk:
-                self.close_connection = True
-                return
-            length -= len(chunk)
-        self.body_read = True
-
-    def _reply(self, status: int, body: bytes, fmt: str, note: str = "") -> None:
-        if not self.body_read:
-            self._drain()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/x-protobuf" if fmt == "protobuf" else "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        if status == 401:
-            self.send_header("WWW-Authenticate", 'Bearer realm="phaselens collect"')
-        elif status == 405:
-            self.send_header("Allow", "POST")
-        elif status == 503:
-            self.send_header("Retry-After", "2")
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        log.debug("%s %s %s -> %d %s", self.address_string(), self.command, self.path, status, note)
+def _content_type(headers: dict[str, str]) -> str:
+    return headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-    receiver: Receiver
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
+def _answer(status: int, body: bytes, fmt: str, close: bool = False) -> Answer:
+    extra: dict[str, str] = {}
+    if status == 401:
+        extra["WWW-Authenticate"] = 'Bearer realm="phaselens collect"'
+    elif status == 405:
+        extra["Allow"] = "POST"
+    elif status == 503:
+        extra["Retry-After"] = "2"
+    ctype = "application/x-protobuf" if fmt == "protobuf" else "application/json"
+    return status, extra, body, ctype, close
 
 
 class Receiver:
@@ -196,7 +81,9 @@ class Receiver:
     def __init__(self, db: Path | str, host: str = DEFAULTS["host"], port: int = DEFAULTS["port"],
                  token: str | None = None, max_body_bytes: int = DEFAULTS["max_body_bytes"],
                  flush_seconds: float = DEFAULTS["flush_seconds"], flush_spans: int = DEFAULTS["flush_spans"],
-                 spool_dir: Path | str | None = None) -> None:
+                 spool_dir: Path | str | None = None, header_timeout: float = DEFAULTS["header_timeout"],
+                 body_timeout: float = DEFAULTS["body_timeout"],
+                 max_connections: int = DEFAULTS["max_connections"]) -> None:
         if max_body_bytes <= 0 or flush_seconds <= 0 or flush_spans <= 0:
             raise PhaselensError("--max-body-bytes, --flush-seconds and --flush-spans must be above zero",
                                  "pass positive values, e.g. --flush-seconds 2 --flush-spans 5000")
@@ -211,18 +98,74 @@ class Receiver:
         self.spool = Spool(spool_dir or f"{self.db}.spool")
         self.flusher = Flusher(self.db, self.spool, flush_seconds)
         try:
-            self.server = (_Server6 if ":" in host else _Server)((host, port), _Handler)
+            self.server = HttpServer(host, port, self.judge, self.handle, f"phaselens-collect/{__version__}",
+                                     header_timeout, body_timeout, max_connections)
         except OSError as e:
             self.spool.close()
             raise PhaselensError(f"cannot listen on {host}:{port}: {e.strerror or e}",
                                  "choose another --port, or stop the process that uses it") from e
-        self.server.receiver = self
 
     @property
     def url(self) -> str:
         """The endpoint clients send to, e.g. http://127.0.0.1:4318/v1/traces."""
         host, port = self.server.server_address[:2]
         return f"http://{f'[{host}]' if ':' in host else host}:{port}{PATH}"
+
+    def judge(self, method: str, target: str, headers: dict[str, str]) -> Answer | None:
+        """The checks made on the request head, before any body byte is read: an answer to send, or None."""
+        fmt = CONTENT_TYPES.get(_content_type(headers), "json")
+        try:
+            if urlsplit(target).path != PATH:
+                raise BadRequest(f"no such endpoint; send traces to POST {PATH}", 404)
+            if method != "POST":
+                raise BadRequest(f"{method} is not allowed on {PATH}; use POST", 405)
+            if self.stopping.is_set():
+                raise BadRequest("the receiver is shutting down; retry shortly", 503)
+            if self.token is not None:
+                scheme, _, given = headers.get("authorization", "").partition(" ")
+                if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+                    raise BadRequest("a valid `Authorization: Bearer <token>` header is required", 401)
+            if CONTENT_TYPES.get(_content_type(headers)) is None:
+                raise BadRequest(f"Content-Type must be one of {', '.join(CONTENT_TYPES)}", 415)
+            if "transfer-encoding" in headers or "content-length" not in headers:
+                raise BadRequest("a Content-Length header is required (chunked bodies are not accepted)", 411)
+            length = headers["content-length"]
+            if not length.isdigit():
+                raise BadRequest("Content-Length is not a byte count")
+            if int(length) > self.max_body_bytes:
+                raise BadRequest(f"the body ({length} bytes) is larger than the limit of {self.max_body_bytes} bytes",
+                                 413)
+        except BadRequest as e:
+            log.debug("%s %s -> %d %s", method, target, e.status, e.message)
+            return _answer(e.status, status_body(fmt, e.status, e.message), fmt, close=True)
+        return None
+
+    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        """Decode, check and spool one request body (fsync before the answer); runs in a worker thread."""
+        fmt = CONTENT_TYPES[_content_type(headers)]
+        with self.in_flight():
+            try:
+                body = decompress(body, headers.get("content-encoding", "identity"), self.max_body_bytes)
+                fast = clean_protobuf(body) if fmt == "protobuf" else None
+                if fast is not None and fast[1]:  # every span passes: spool the body as it is
+                    checked = Checked({}, fast[0])
+                    line = protobuf_line(body) if fast[0] else None
+                else:
+                    checked = check_spans(to_otlp_json(body, fmt), self.next_ref())
+                    line = checked.line()
+                try:
+                    self.accept(checked, line)
+                except OSError as e:
+                    log.error("cannot write the spool (%s); answering 503 so the client retries", e)
+                    raise BadRequest("the receiver cannot store the request right now; retry shortly", 503) from e
+            except BadRequest as e:
+                log.debug("%s %s -> %d %s", method, target, e.status, e.message)
+                return _answer(e.status, status_body(fmt, e.status, e.message), fmt)
+            except Exception as e:
+                log.exception("unexpected error answering %s %s", method, target)
+                return _answer(500, status_body(fmt, 500, f"internal error: {type(e).__name__}"), fmt, close=True)
+        log.debug("%s %s -> 200 %d accepted, %d rejected", method, target, checked.accepted, len(checked.rejects))
+        return _answer(200, export_response(fmt, checked), fmt)
 
     def next_ref(self) -> str:
         """A unique name for the next request, used in reject locators."""
@@ -232,9 +175,9 @@ class Receiver:
         """A context that counts a request being answered (shutdown waits for the count to reach zero)."""
         return _InFlight(self)
 
-    def accept(self, checked: Checked) -> None:
+    def accept(self, checked: Checked, line: str | None = None) -> None:
         """Spool a checked request durably; wake the flusher when the segment reached `flush_spans` spans."""
-        self.spool.append(checked.line(), checked.accepted, checked.rejects)
+        self.spool.append(line if line is not None else checked.line(), checked.accepted, checked.rejects)
         telemetry.count("rejected", len(checked.rejects), adapter="otlp_http", stage="receiver")
         if self.spool.current_spans >= self.flush_spans:
             self.flusher.wake.set()
@@ -250,7 +193,7 @@ class Receiver:
             if self._serving:
                 log.info("phaselens collect listening on %s (store %s, spool %s)", self.url, self.db,
                          self.spool.folder)
-                self.server.serve_forever(poll_interval=0.25)
+                self.server.serve()
         finally:
             self._close()
 
@@ -258,9 +201,7 @@ class Receiver:
         """Stop serving (from another thread or a signal handler's helper thread); `run()` then flushes and returns."""
         with self._state:
             self.stopping.set()
-            serving = self._serving
-        if serving:
-            self.server.shutdown()  # returns once serve_forever has ended, even if it had not begun yet
+        self.server.stop()  # serve() returns soon, or at once if it had not begun yet
 
     def _first_flush(self) -> None:
         """Create or check the store (a store that cannot be used stops the start), then load leftovers."""
@@ -269,14 +210,14 @@ class Receiver:
         except StoreError as e:
             if not is_locked(e):
                 self.spool.close()
-                self.server.server_close()
+                self.server.close()
                 raise
         if not self.flusher.try_flush():
             log.info("the store is busy; leftovers load when it is free, and requests are accepted meanwhile")
 
     def _close(self) -> None:
         self.stopping.set()
-        self.server.server_close()
+        self.server.close()
         with self._idle:
             self._idle.wait_for(lambda: self._busy == 0, timeout=STOP_WAIT_S)
         self.flusher.stop()

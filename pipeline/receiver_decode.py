@@ -128,7 +128,33 @@ def to_otlp_json(body: bytes, fmt: str) -> dict:
         raise BadRequest(f"the body is not valid JSON ({str(e)[:200]})") from e
     if not isinstance(doc, dict):
         raise BadRequest("the body is JSON but not an object; send an ExportTraceServiceRequest")
+    if LONE_SURROGATE_HINT.search(body):
+        doc = _replace_lone_surrogates(doc)
     return doc
+
+
+# A `\\uD800`-`\\uDFFF` escape in a JSON body: the only way a lone surrogate gets into a decoded string (raw bytes
+# of one are not UTF-8 and fail the parse). Such a string cannot be written as UTF-8, so the store would refuse it.
+LONE_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
+LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _fix_text(s: str) -> str:
+    if not LONE_SURROGATE.search(s):
+        return s
+    # pairs of surrogates become their character; a lone one becomes U+FFFD, as a UTF-8 decoder replaces bad bytes
+    return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _replace_lone_surrogates(value):
+    """The JSON value with every lone surrogate in its keys and strings replaced by U+FFFD (the span is kept)."""
+    if isinstance(value, str):
+        return _fix_text(value)
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_fix_text(k): _replace_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def _iter_spans_lenient(doc: dict):
@@ -248,3 +274,43 @@ def status_body(fmt: str, http_status: int, message: str) -> bytes:
     if fmt == "protobuf":
         return status.SerializeToString()
     return json.dumps(MessageToDict(status)).encode()
+
+
+# A spool line that holds a request's protobuf body as it came (base64), already checked: `{"otlp_pb": "..."}`.
+# The flusher turns such lines into OTLP JSON (`expand_line`) before loading, so the request path never pays for it.
+PB_LINE_KEY = "otlp_pb"
+PB_LINE_PREFIX = '{"otlp_pb":'
+
+
+def clean_protobuf(body: bytes) -> tuple[int, bool] | None:
+    """Parse a protobuf body (upb) and run the per-span checks on the message itself: (spans, True) when every span
+    passes them, (spans, False) when one does not (then the slow path names the rejects), None when empty."""
+    req = ExportTraceServiceRequest()
+    try:
+        req.ParseFromString(body)
+    except (DecodeError, RecursionError) as e:
+        raise BadRequest(f"the body is not a valid ExportTraceServiceRequest protobuf ({e})") from e
+    n = 0
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            for sp in ss.spans:
+                n += 1
+                if (len(sp.trace_id) != 16 or not sp.trace_id.strip(b"\0") or len(sp.span_id) != 8
+                        or not sp.span_id.strip(b"\0") or not sp.start_time_unix_nano or not sp.end_time_unix_nano
+                        or sp.end_time_unix_nano < sp.start_time_unix_nano
+                        or (sp.parent_span_id and (len(sp.parent_span_id) != 8 or not sp.parent_span_id.strip(b"\0")))):
+                    return n, False
+    return n, True
+
+
+def protobuf_line(body: bytes) -> str:
+    """A spool line holding a checked protobuf body."""
+    return json.dumps({PB_LINE_KEY: base64.b64encode(body).decode("ascii")})
+
+
+def expand_line(line: str) -> str:
+    """A spool line as OTLP JSON: protobuf lines are decoded, other lines are returned as they are."""
+    if not line.startswith(PB_LINE_PREFIX):
+        return line
+    body = base64.b64decode(json.loads(line)[PB_LINE_KEY])
+    return json.dumps(to_otlp_json(body, "protobuf"), separators=(",", ":"))

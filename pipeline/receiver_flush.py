@@ -9,6 +9,7 @@ which changes nothing: loads are idempotent by file content and by call_id, and 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -21,6 +22,7 @@ import pyarrow as pa
 from . import telemetry
 from .errors import StoreError
 from .load import FileResult, ingest
+from .receiver_decode import PB_LINE_PREFIX, expand_line
 from .receiver_spool import Segment, Spool
 from .store import connect
 
@@ -108,6 +110,7 @@ class Flusher:
         counts = dict.fromkeys(COUNTS, 0)
         load_id = ""
         if segment.data.exists() and segment.data.stat().st_size:
+            _expand_protobuf_lines(segment)
             r = ingest(con, [segment.data]).files[0]
             if r.failed:
                 log.warning("loading %s failed (%s); loading its requests one by one", segment.data.name, r.message)
@@ -144,6 +147,21 @@ class Flusher:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return results
+
+
+def _expand_protobuf_lines(segment: Segment) -> None:
+    """Rewrite a segment's protobuf lines as OTLP JSON (what `ingest` reads); the swap is atomic, so a crash leaves
+    either the old file or the new one, which hold the same requests."""
+    with open(segment.data, encoding="utf-8") as f:
+        if not any(line.startswith(PB_LINE_PREFIX) for line in f):
+            return
+    tmp = segment.data.with_name(segment.data.name + ".expand")
+    with open(segment.data, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
+        for line in src:
+            dst.write(expand_line(line.rstrip("\n")) + "\n")
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(tmp, segment.data)
 
 
 def _store_rejects(con, rejects: list, load_id: str) -> int:

@@ -3,6 +3,7 @@
 Layout of the spool folder (default `<db>.spool/`, mode 0700, files 0600):
 
 - `<stamp>-<pid>-<n>.otlp.jsonl`    a segment: one accepted request per line, as OTLP JSON (what `ingest` reads)
+                                     or a checked protobuf body in base64, expanded to OTLP JSON by the flusher
 - `<stamp>-<pid>-<n>.rejects.jsonl` its sidecar: the spans rejected on receipt, one `Reject` per line
 - `failed/`                          request lines the store refused to load (kept for inspection, never retried)
 - `.lock`                            held (flock) by the one receiver that owns the folder
@@ -104,24 +105,40 @@ def _drop_incomplete_tail(path: Path) -> int:
 
 
 class _AppendFile:
-    """A file opened for appending whose writes are either whole and fsynced, or undone."""
+    """A file opened for appending; a write is made durable by `sync_to`, which shares one fsync among the writers
+    waiting in that moment (group commit)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self.size = os.fstat(self.fd).st_size
+        self.size = self.synced = os.fstat(self.fd).st_size
+        self.closed = False
+        self._sync = threading.Lock()
 
-    def write(self, data: bytes) -> None:
-        """Append `data` and fsync; on failure cut the file back to its size before and raise."""
+    def write(self, data: bytes) -> int:
+        """Append `data` (not yet fsynced; the caller holds the spool's mutex); returns the end offset.
+
+        On failure cut the file back to its size before and raise."""
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(self.fd, view):]
-            os.fsync(self.fd)
         except OSError:
             self.undo()
             raise
         self.size += len(data)
+        return self.size
+
+    def sync_to(self, end: int) -> None:
+        """Return once the file is fsynced at least up to `end`; one fsync serves every write made before it."""
+        with self._sync:
+            if self.synced >= end:
+                return
+            if self.closed:  # closed by rotate(), which fsyncs first; a failed fsync there leaves synced short
+                raise OSError(f"{self.path} was closed before it could be fsynced")
+            target = self.size
+            os.fsync(self.fd)
+            self.synced = target
 
     def undo(self) -> None:
         """Cut the file back to the size of its last whole write."""
@@ -131,8 +148,17 @@ class _AppendFile:
             log.exception("could not cut %s back after a failed write", self.path)
 
     def close(self) -> None:
-        """Close the file descriptor."""
-        os.close(self.fd)
+        """fsync what was written, then close the file descriptor."""
+        with self._sync:
+            try:
+                if self.synced < self.size:
+                    os.fsync(self.fd)
+                    self.synced = self.size
+            except OSError:
+                log.exception("could not fsync %s when closing it", self.path)
+            finally:
+                self.closed = True
+                os.close(self.fd)
 
 
 class Spool:
@@ -162,6 +188,8 @@ class Spool:
     def _recover(self) -> None:
         for leftover in self.folder.glob(SPLIT_PREFIX + "*"):
             shutil.rmtree(leftover, ignore_errors=True)  # an interrupted split; its segment is still here
+        for leftover in self.folder.glob("*" + DATA_SUFFIX + ".expand"):
+            leftover.unlink(missing_ok=True)  # an interrupted protobuf expansion; its segment is still whole
         for path in sorted(self.folder.glob("*" + DATA_SUFFIX)) + sorted(self.folder.glob("*" + REJECTS_SUFFIX)):
             dropped = _drop_incomplete_tail(path)
             if dropped:
@@ -170,9 +198,9 @@ class Spool:
             log.info("spool %s holds %d segment(s) from an earlier run; loading them first", self.folder, len(pending))
 
     def append(self, line: str | None, spans: int, rejects: list[Reject]) -> None:
-        """Write one accepted request (an OTLP JSON line of `spans` spans) and its rejects, fsynced.
+        """Write one accepted request (an OTLP JSON line of `spans` spans) and its rejects, fsynced (group commit).
 
-        Raises OSError after cutting both files back, so a failed append leaves no partial record.
+        Raises OSError: after cutting both files back when a write fails, or when the fsync fails (see below).
         """
         if line is None and not rejects:
             return
@@ -182,6 +210,7 @@ class Spool:
                 stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
                 self._current = Segment(self.folder / f"{stamp}-{os.getpid()}-{self._seq:06d}")
             written: list[tuple[_AppendFile, int]] = []
+            ends: list[tuple[_AppendFile, int]] = []
             try:
                 for path, payload in ((self._current.data, line and line + "\n"),
                                       (self._current.rejects, "".join(r.model_dump_json() + "\n" for r in rejects))):
@@ -192,7 +221,7 @@ class Spool:
                         f = self._files[path.name] = _AppendFile(path)
                         _fsync_dir(self.folder)
                     size_before = f.size
-                    f.write(payload.encode("utf-8"))
+                    ends.append((f, f.write(payload.encode("utf-8"))))
                     written.append((f, size_before))
             except OSError:
                 for f, size_before in written:
@@ -201,6 +230,10 @@ class Spool:
                 raise
             if line is not None:
                 self.current_spans += spans
+        # fsync outside the mutex: requests that wrote meanwhile share one fsync. A failed fsync leaves the line in
+        # the file unacknowledged (the client retries; the loader dedupes by call_id), never acknowledged and lost.
+        for f, end in ends:
+            f.sync_to(end)
 
     def rotate(self) -> None:
         """Close the current segment, so that the next append starts a new one and this one is pending."""

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from phaselens.models.run import REPORT_FORMATS, Period, resolve_period
+from phaselens.models.text import csv_cell, md_text
 
 from . import telemetry
 from .errors import PhaselensError, StoreError
@@ -267,8 +268,8 @@ def num(x: Any) -> str:
 
 
 def md_cell(x: Any) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(x).replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell: shown as typed (no markup), pipes and newlines escaped."""
+    return md_text(x)
 
 
 @cache
@@ -276,7 +277,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
     folder = Path(str(resources.files("phaselens.pipeline").joinpath("report_templates")))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(folder), autoescape=autoescape, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(usd=usd, pct=pct, secs=secs, ms=ms, num=num, md=md_cell,
+    env.filters.update(usd=usd, pct=pct, secs=secs, ms=ms, num=num, md=md_cell, text=md_text,
                        phase=lambda p: p or "n/a", name=lambda s: str(s or "n/a").replace("_", " "))
     env.globals.update(usd=usd, pct=pct, secs=secs, ms=ms, move_min=MOVE_MIN_CHANGE)
     return env
@@ -357,7 +358,7 @@ def csv_text(table: pa.Table) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(table.column_names)
     for row in table.to_pylist():
-        w.writerow([_csv_value(v) for v in row.values()])
+        w.writerow([csv_cell(_csv_value(v)) if isinstance(v, str) else _csv_value(v) for v in row.values()])
     return buf.getvalue()
 
 

@@ -7,7 +7,7 @@ Tables (written only by `pipeline/`):
 - `raw_loads`          the ledger: one row per file per ingest run
 
 Public views (the read model; see docs/store.md): `requests`, `billing_lines`, `rejects`, `loads`,
-and the relations `phaselens build` publishes.
+`source_gaps`, and the relations `phaselens build` publishes.
 """
 
 from __future__ import annotations
@@ -92,11 +92,14 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
             "upgrade phaselens, or start a new store with --db",
         )
     con.execute(create_table_sql("raw_calls", LlmCall))
+    # columns added since the first schema: stores written before them gain them empty
+    con.execute("ALTER TABLE raw_calls ADD COLUMN IF NOT EXISTS instrumentation VARCHAR")
     con.execute(create_table_sql("raw_billing_lines", BillingLine))
     con.execute(create_table_sql("raw_rejects", Reject, extra="rejected_at TIMESTAMP"))
     con.execute(LOADS_DDL)
     con.execute(sql_text("call_attribution_ddl"))
     con.execute(sql_text("views"))
+    con.execute(sql_text("source_gaps"))
     con.execute(
         "INSERT OR REPLACE INTO phaselens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
     )

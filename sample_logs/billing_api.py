@@ -1,6 +1,6 @@
 """The providers' own API exports of the simulated day: OpenAI Costs and Usage pages, Anthropic cost and usage reports.
 
-Shapes follow formats.md §6 (OpenAI: 1-day UTC buckets, unix seconds, dollars) and §7 (Anthropic:
+Shapes follow docs/formats.md#openai-usage-api (OpenAI: 1-day UTC buckets, unix seconds, dollars) and docs/formats.md#anthropic-usage-report (Anthropic:
 RFC 3339 bucket bounds, amounts as decimal strings in cents). Only the calls each provider bills
 directly are in them: Claude on Bedrock and gpt-4.1-mini on Azure OpenAI are in `billing_cloud`.
 """

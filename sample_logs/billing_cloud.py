@@ -1,11 +1,11 @@
 """The cloud exports of the simulated day: FOCUS 1.2 CSV for Amazon Bedrock, Azure cost export CSV for Azure OpenAI.
 
 - `focus_bedrock`: one row per UTC hour and token type of Claude Sonnet 4 calls through the Bedrock
-  global inference profile, shaped as formats.md §9's example row (`ProviderName` AWS, `PublisherName`
+  global inference profile, shaped as the FOCUS example row of docs/formats.md#focus (`ProviderName` AWS, `PublisherName`
   Anthropic, `ServiceName` Amazon Bedrock, the Bedrock usage type as `SkuId`, `ConsumedUnit` Tokens,
   `PricingUnit` 1000 Tokens) with the rest of the FOCUS 1.2 columns, empty where AWS gives no value.
 - `azure_cost`: one row per UTC day and meter of gpt-4.1-mini on a Global deployment, as an MCA
-  actual-cost export writes it (formats.md §8.3): camelCase columns, `MM/dd/yyyy` dates, meter names
+  actual-cost export writes it (docs/formats.md#azure-cost-management-export): camelCase columns, `MM/dd/yyyy` dates, meter names
   such as `gpt 4.1 mini cchd Inp glbl Tokens`, quantities in `1K` token blocks.
 
 Costs are the exact products of tokens and the price sheet, so each export adds up to what the calls cost.

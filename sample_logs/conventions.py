@@ -1,6 +1,6 @@
 """How each instrumentation writes an LLM call's span: name, kind, scope, attributes, events.
 
-One builder per convention, each following formats.md §1, §3 and §4 for the attribute names. The
+One builder per convention, each following docs/formats.md#genai-attribute-conventions for the attribute names. The
 instrumentation scopes are the names the real instrumentations register their tracers under.
 """
 

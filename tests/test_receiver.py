@@ -188,7 +188,7 @@ def test_official_sdk_exporter_spans_reach_requests(collect):
         span = tracer.start_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes=attrs, start_time=start)
         span.end(end_time=start + round(seconds * 1e9))
         ctx = span.get_span_context()
-        # OTel input tokens include cache reads (formats.md §0.1): uncached = input - cache reads
+        # OTel input tokens include cache reads (docs/formats.md#token-buckets-and-what-input-means): uncached = input - cache reads
         expected[f"otlp:{ctx.trace_id:032x}:{ctx.span_id:016x}"] = (
             inp - cache, cache or None, out, seconds, T0_UTC + timedelta(minutes=i))
     health = tracer.start_span("GET /health", kind=SpanKind.SERVER, attributes={"http.request.method": "GET"})

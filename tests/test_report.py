@@ -133,8 +133,11 @@ def test_html_is_self_contained(day2_report):
 def test_answer_lists_each_workload_dominant_phase_and_lever(day2_report, con):
     want = expected("2026-11-17")
     levers = dict(con.execute("SELECT workload, lever FROM workload_stats($s, $u)", {"s": DAY2, "u": END}).fetchall())
+    cost_levers = dict(con.execute("SELECT workload, cost_lever FROM workload_stats($s, $u)",
+                                   {"s": DAY2, "u": END}).fetchall())
     md = section((day2_report / "report.md").read_text(), "## 1.", "## 2.")
-    lines = {m.group(1): m.group(0) for m in re.finditer(r"^- \*\*(\w+)\*\* .*$", md, re.M)}
+    # names are escaped as Markdown text (tab\_completion)
+    lines = {m.group(1).replace("\\_", "_"): m.group(0) for m in re.finditer(r"^- \*\*((?:\w|\\_)+)\*\* .*$", md, re.M)}
     assert set(lines) == set(want)
     for name, w in want.items():
         m = re.search(r"\((\d+) calls, \$([\d.]+)\): time goes to \*\*(\w+) \(\d+%\)\*\*, money to \*\*(\w+) \(\d+%\)\*\*",
@@ -143,7 +146,7 @@ def test_answer_lists_each_workload_dominant_phase_and_lever(day2_report, con):
         assert int(m.group(1)) == w["calls"]
         assert Decimal(m.group(2)) == w["cost"].quantize(Decimal("0.0001"))
         assert (m.group(3), m.group(4)) == (w["time_phase"], w["money_phase"])
-        assert lines[name].endswith(f"Lever: {levers[name]}")
+        assert lines[name].endswith(f"Lever: {levers[name]} Lever for money: {cost_levers[name]}")
     html = section((day2_report / "report.html").read_text(), 'id="answer"', 'id="changes"')
     for name, w in want.items():
         row = section(html, f"<strong>{name}</strong>", "</tr>")
@@ -158,7 +161,7 @@ def test_answer_lists_each_workload_dominant_phase_and_lever(day2_report, con):
 def test_changes_name_the_workloads_that_moved(day2_report):
     before, now = expected("2026-11-16"), expected("2026-11-17")
     md = section((day2_report / "report.md").read_text(), "## 2.", "## 3.")
-    moved = dict(re.findall(r"^- \*\*(\w+)\*\*: (.*)$", md, re.M))
+    moved = {k.replace("\\_", "_"): v for k, v in re.findall(r"^- \*\*((?:\w|\\_)+)\*\*: (.*)$", md, re.M)}
     assert before["summarize"]["time_phase"] != now["summarize"]["time_phase"]  # the fixture's flip
     assert f"time: {before['summarize']['time_phase']} → {now['summarize']['time_phase']}" in moved["summarize"]
     assert f"money: {before['summarize']['money_phase']} → {now['summarize']['money_phase']}" in moved["summarize"]

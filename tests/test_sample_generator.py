@@ -110,7 +110,7 @@ def test_different_seed_differs():
     assert [c.start_ns for c in simulate(1, 200)] != [c.start_ns for c in simulate(2, 200)]
 
 
-# ---- OTLP JSON encoding (formats.md §0.2, §2) -------------------------------------------------------------
+# ---- OTLP JSON encoding (docs/formats.md#otlp-json-traces) -------------------------------------------------------------
 def _walk_keys(obj):
     if isinstance(obj, dict):
         for k, v in obj.items():

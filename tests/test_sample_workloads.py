@@ -10,6 +10,8 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 BEDROCK_FOCUS = Path(__file__).resolve().parents[1] / "sample_logs" / "billing" / "bedrock_focus.csv"
 
 
@@ -44,7 +46,7 @@ def test_self_hosted_cost_is_the_deployments_gpu_hours(demo_store):
 def test_explain_names_the_phase_and_the_lever(demo_store):
     out = subprocess.run([sys.executable, "-m", "phaselens", "explain", "agent", "--db", str(demo_store)],
                          check=True, capture_output=True, text=True).stdout
-    assert "Dominant phase for time: decode" in out and "Lever:" in out and "Why:" in out
+    assert "Dominant phase for time: decode" in out and "Lever (time):" in out and "Why (time):" in out
     bad = subprocess.run([sys.executable, "-m", "phaselens", "explain", "nope", "--db", str(demo_store)],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "known workloads" in bad.stderr and "tab_completion" in bad.stderr
@@ -59,3 +61,41 @@ def test_workloads_run_on_the_providers_that_bill_them(demo_store):
     with BEDROCK_FOCUS.open(newline="") as f:
         bill = sum(Decimal(row["BilledCost"]) for row in csv.DictReader(f))
     assert bill > 0 and Decimal(w["inline_edit"]["cost_usd"]) == bill
+
+
+def test_every_workload_has_a_lever_for_time_and_one_for_money(demo_store):
+    w = _workloads(demo_store)
+    for name, row in w.items():
+        for key in ("latency_diagnosis", "latency_lever", "cost_diagnosis", "cost_lever"):
+            assert isinstance(row[key], str) and row[key], (name, key)
+        # the money diagnosis cites its numbers: a share and dollars
+        assert re.search(r"\d+% of spend", row["cost_diagnosis"]) and "$" in row["cost_diagnosis"], name
+        assert re.search(r"\$\d[\d,]*\.\d\d a day", row["cost_lever"]), (name, row["cost_lever"])
+    agent = w["agent"]
+    # the agent's money is on the input side (cache writes), though decode dominates its time
+    assert agent["dominant_latency_phase"] == "decode" and agent["dominant_cost_phase"] == "prefill"
+    assert agent["cost_cause"] in {"cache_writes", "uncached_prefix"}
+    assert re.search(r"cach", agent["cost_lever"], re.I)
+    assert agent["cost_lever"] != agent["latency_lever"]
+    # the dollar figure is the cache-write spend per day over the agent's days with calls
+    per_day = float(re.search(r"\$([\d,]+\.\d\d) a day", agent["cost_lever"]).group(1).replace(",", ""))
+    expected = float(agent["cache_write_cost_usd"]) / agent["days"]
+    assert per_day == pytest.approx(expected, abs=0.006) and per_day > 0
+
+
+def test_explain_gives_both_levers(demo_store):
+    out = subprocess.run([sys.executable, "-m", "phaselens", "explain", "agent", "--db", str(demo_store)],
+                         check=True, capture_output=True, text=True).stdout
+    assert "Lever (time):" in out and "Lever (money):" in out and "cache" in out.split("Lever (money):")[1]
+
+
+def test_ingest_of_the_sample_folder_skips_code_and_docs_with_a_count(tmp_path):
+    root = Path(__file__).resolve().parents[1] / "sample_logs"
+    out = subprocess.run([sys.executable, "-m", "phaselens", "ingest", "--db", str(tmp_path / "s.duckdb"), str(root)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    skipped = sum(1 for f in root.rglob("*") if f.is_file() and f.suffix in (".py", ".md", ".toml")
+                  and not any(p.startswith(".") for p in f.relative_to(root).parts))
+    assert skipped and f"{skipped:,} code, docs or config file(s) in the folders were not read" in out.stderr
+    assert " 0 failed" in out.stderr and "records stored" in out.stderr
+    assert ".py " not in out.stdout and "failed" not in out.stdout.split("status")[-1].split()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, empty_state, pct, seconds, usd
+from phaselens.app.ui import context, count, empty_state, md_text, pct, seconds, usd
 from phaselens.pipeline.errors import PhaselensError
 
 SHARES = {"reuse_share": "reusable (possible)", "achieved_share": "read from cache (achieved)"}
@@ -87,7 +87,7 @@ else:
         try:
             result = queries.load_what_if(ctx.snapshot, w, rate, life_w)
         except PhaselensError as e:
-            st.info(f"{e.message}. {e.fix}")
+            st.info(f"{md_text(e.message)}. {md_text(e.fix)}")
         else:
             c = st.columns(4)
             c[0].metric("Saved (USD)", usd(result.get("usd_saved")))

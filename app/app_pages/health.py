@@ -1,4 +1,4 @@
-"""Data health: loads, rejects by reason, timing sources, unpriced models and freshness."""
+"""Data health: loads, source gaps, rejects by reason, timing sources, unpriced models and freshness."""
 
 from __future__ import annotations
 
@@ -35,6 +35,35 @@ else:
     st.altair_chart(charts.bar_chart(src, "timing_source", "calls", "timing source", "calls"), width="stretch")
     st.caption("measured: server-reported or explicit TTFT; events: first-chunk span events; estimated: the fitted "
                "latency model; none: no usable timing.")
+
+st.subheader("Source gaps")
+gaps = queries.load_table(ctx.snapshot, "source_gaps")
+if gaps.empty:
+    st.caption("No source to check: no calls are loaded, or this snapshot predates source gaps "
+               f"(`phaselens build --db {ctx.db}` publishes a new one).")
+else:
+    lossy = gaps[gaps["gaps"].fillna("") != ""]
+    if lossy.empty:
+        st.caption(f"All {len(gaps)} source(s) record cache counts, TTFT on streamed calls and the streaming flag.")
+    else:
+        st.warning(f"{len(lossy)} of {len(gaps)} source(s) lose data at the source; figures built on it are "
+                   "estimated, and reconciliation names them where they explain a gap.")
+    st.dataframe(
+        gaps[["source", "instrumentation", "calls", "streamed_calls", "cache_counts_missing_share",
+              "ttft_missing_streamed_share", "streaming_flag_missing_share", "gaps"]],
+        hide_index=True, width="stretch",
+        column_config={
+            "cache_counts_missing_share": st.column_config.ProgressColumn("no cache counts", min_value=0, max_value=1,
+                                                                          format="percent"),
+            "ttft_missing_streamed_share": st.column_config.ProgressColumn("no TTFT (streamed)", min_value=0,
+                                                                           max_value=1, format="percent"),
+            "streaming_flag_missing_share": st.column_config.ProgressColumn("no streaming flag", min_value=0,
+                                                                            max_value=1, format="percent"),
+            "gaps": st.column_config.TextColumn("what the source loses", width="large"),
+        },
+    )
+    st.caption("Per instrumentation (OTLP scope name and version, or the adapter for gateway logs and benchmark "
+               "exports). `phaselens loads --gaps` lists the same; docs/store.md describes each share.")
 
 st.subheader("Rejects by reason")
 rej = queries.load_table(ctx.snapshot, "reject_summary")

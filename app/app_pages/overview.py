@@ -39,12 +39,16 @@ if not no_calls(ctx):
 
     st.subheader("Per workload: the dominant phase and its lever")
     if ctx.filters.active():
-        st.caption("Shares and dominant phases follow the filters; shape, diagnosis and lever describe the whole store.")
+        st.caption("Shares and dominant phases follow the filters; shape, diagnoses and levers describe the whole store.")
     for r in wl.itertuples():
-        lever = r.lever if isinstance(r.lever, str) else f"No diagnosis yet: run `phaselens build --db {ctx.db}`."
+        missing = f"No diagnosis yet: run phaselens build --db {ctx.db}."
+        time_lever = r.lever if isinstance(r.lever, str) else missing
+        cost_lever = r.cost_lever if isinstance(r.cost_lever, str) else missing
         time_phase = r.dominant_latency_phase if isinstance(r.dominant_latency_phase, str) else "no timing"
         money_phase = r.dominant_cost_phase if isinstance(r.dominant_cost_phase, str) else "no price"
-        st.markdown(f"**{r.workload}** · time: **{time_phase}** · money: **{money_phase}** — {lever}")
+        # names and levers are shown as text: a workload name is never read as Markdown or HTML
+        st.text(f"{r.workload} · time: {time_phase} — {time_lever}\n"
+                f"{' ' * len(str(r.workload))} · money: {money_phase} — {cost_lever}")
     table = wl[["workload", "dominant_latency_phase", "dominant_cost_phase", "calls", "cost_usd",
                 "prefill_time_share", "prefill_cost_share", "ttft_p95_s", "itl_p50_s", "shape_class"]].copy()
     table["cost_usd"] = table["cost_usd"].astype(float)

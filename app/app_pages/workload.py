@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, empty_state, no_calls, pct, seconds, usd
+from phaselens.app.ui import context, count, empty_state, md_text, no_calls, pct, seconds, usd
 
 COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
                 "cache_write_usd": "cache write", "output_usd": "output"}
@@ -34,7 +34,7 @@ def whatif_panel(ctx, name: str, f) -> None:
     try:
         result = queries.load_whatif(ctx.snapshot, name, tuple(picked), replace(f, workloads=()))
     except PhaselensError as e:
-        st.warning(f"{e.message}. {e.fix}")
+        st.warning(f"{md_text(e.message)}. {md_text(e.fix)}")
         return
     _, rows = result_rows(result)
     table = pd.DataFrame([{
@@ -48,7 +48,7 @@ def whatif_panel(ctx, name: str, f) -> None:
                f"meeting each SLO per call ({slo_text}).")
     for t in result["targets"]:
         b = t["basis"]
-        with st.expander(f"{t['target']}: basis and assumptions" + (" (warnings)" if t["warnings"] else "")):
+        with st.expander(f"{md_text(t['target'])}: basis and assumptions" + (" (warnings)" if t["warnings"] else "")):
             if b.get("latency_model"):
                 st.text(f"Latency model: {b['latency_model']} fitted on {count(b['fit_calls'])} calls; held-out "
                         f"error TTFT {pct(b['holdout_mape_ttft'])}, decode {pct(b['holdout_mape_decode'])}. "
@@ -83,8 +83,11 @@ if not no_calls(ctx):
 
     st.subheader("Diagnosis")
     if isinstance(row["diagnosis"], str):
-        st.markdown(f"**{row['diagnosis']}**")
-        st.success(f"Lever: {row['lever']}")
+        st.text(f"Time: {row['diagnosis']}")
+        st.success(f"Lever for time: {md_text(row['lever'])}")
+        if isinstance(row.get("cost_diagnosis"), str):
+            st.text(f"Money: {row['cost_diagnosis']}")
+            st.success(f"Lever for money: {md_text(row['cost_lever'])}")
         st.caption(f"Shape: {row['shape_class']}; cause: {row['cause']}. Median {count(row['input_tokens_p50'])} input "
                    f"and {count(row['output_tokens_p50'])} output tokens per call. The diagnosis covers the whole store.")
     else:

@@ -46,6 +46,7 @@ joined AS (
 SELECT
   root.call_id, root.trace_id, root.span_id, root.parent_span_id, root.source,
   CASE WHEN n_spans > 1 THEN tok.convention || '+' || n_spans - 1 ELSE tok.convention END AS convention,
+  coalesce(root.instrumentation, tok.instrumentation) AS instrumentation,
   root.load_id, root.source_locator,
   make_timestamp((g_start_ns // 1000)::BIGINT) AS started_at,
   CASE WHEN tok.operation <> 'embeddings' AND g_ttft BETWEEN 0 AND 86400

@@ -2,6 +2,7 @@
 -- columns plus `_kind` (call | skip), `_reason` (reject) and the span's own times for merging (otlp_merge.sql).
 -- Grain: one row per span. The attribute names per column come from ingest/conventions.py, templated in where
 -- the placeholder CONVENTION_COLUMNS stands; `$keep` is the privacy allow-list (attributes kept in attributes_json).
+-- Attribute names accepted per convention: docs/formats.md#genai-attribute-conventions.
 CREATE OR REPLACE TEMP TABLE otlp_spans AS
 WITH resource_spans AS (
   SELECT line_no, unnest(j.resourceSpans) AS r FROM otlp_batches WHERE j IS NOT NULL
@@ -14,11 +15,11 @@ scope_spans AS (
   FROM resource_spans
 ),
 spans AS (
-  SELECT line_no, rk, rv, coalesce(s.scope.name, '') AS scope_name, unnest(s.spans) AS x FROM scope_spans
+  SELECT line_no, rk, rv, coalesce(s.scope.name, '') AS scope_name, s.scope.version AS scope_version, unnest(s.spans) AS x FROM scope_spans
 ),
 flat AS (
   SELECT
-    line_no, scope_name, x.name AS span_name, x.kind AS span_kind,
+    line_no, scope_name, scope_version, x.name AS span_name, x.kind AS span_kind,
     lower(x.traceId) AS trace_id, lower(x.spanId) AS span_id, nullif(lower(x.parentSpanId), '') AS parent_span_id,
     TRY_CAST(x.startTimeUnixNano AS HUGEINT) AS start_ns0,
     TRY_CAST(x.endTimeUnixNano AS HUGEINT) AS end_ns,
@@ -127,6 +128,7 @@ SELECT
        WHEN av(k, v, 'traceloop.workflow.name') IS NOT NULL OR av(k, v, 'llm.request.type') IS NOT NULL
             OR av(k, v, 'gen_ai.is_streaming') IS NOT NULL OR span_name LIKE '%.chat' THEN 'openllmetry'
        ELSE 'otel_genai' END AS convention,
+  nullif(trim(coalesce(scope_name, '') || ' ' || coalesce(scope_version, '')), '') AS instrumentation,
   '' AS load_id,
   $display || '#' || coalesce(span_id, 'line' || line_no) AS source_locator,
   CASE WHEN start_ok THEN make_timestamp((start_ns // 1000)::BIGINT) END AS started_at,

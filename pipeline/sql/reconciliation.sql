@@ -4,6 +4,7 @@
 -- Upstream: raw_billing_lines; raw_calls; call_costs (list-price estimate per call); reconcile_settings
 -- (tolerances, one row); reconcile_list_prices (USD per token for billed cells no priced call explains).
 -- Also leaves, for allocation.sql: rc_call_cells (TEMP: each traced call's tokens per cell).
+-- source_gaps (view) says which instrumentation loses which counts; a gap it explains is named as the cause.
 -- Money stays DECIMAL: sums and splits run on integer picodollars (HUGEINT), never through DOUBLE;
 -- only ratios (coverage, price deviation) are DOUBLE.
 
@@ -122,6 +123,25 @@ SELECT call_id, provider, model, day, token_type, priced, CAST(tokens AS BIGINT)
        CASE WHEN priced THEN cost_usd END AS cost_usd
 FROM typed WHERE tokens > 0;
 
+-- The sources of each (provider, model, UTC day)'s calls that lose counts (see source_gaps.sql), by token type.
+CREATE OR REPLACE TEMP TABLE rc_cell_sources AS
+SELECT c.provider, c.model, CAST(c.started_at AS DATE) AS day,
+  string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
+    FILTER (WHERE list_has_any(g.gap_kinds, ['no_cache_counts', 'cache_counts_lost_when_streamed'])) AS cache_gap_sources,
+  string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
+    FILTER (WHERE list_has_any(g.gap_kinds, ['no_cache_counts', 'cache_counts_lost_when_streamed', 'no_cache_write_counts']))
+    AS cache_write_gap_sources,
+  string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
+    FILTER (WHERE list_has_any(g.gap_kinds, ['no_input_counts'])) AS input_gap_sources,
+  string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
+    FILTER (WHERE list_has_any(g.gap_kinds, ['no_output_counts'])) AS output_gap_sources,
+  string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation) AS all_sources,
+  count(*) FILTER (WHERE c.streaming) AS streamed_calls
+FROM raw_calls c
+JOIN source_gaps g ON g.source = c.source AND g.instrumentation = coalesce(c.instrumentation, c.source)
+WHERE c.provider IN (SELECT provider FROM rc_billed)
+GROUP BY ALL;
+
 CREATE OR REPLACE TABLE reconciliation AS
 WITH traced AS (
   SELECT provider, model, day, token_type,
@@ -146,7 +166,11 @@ cells AS (
     CASE WHEN coalesce(t.traced_calls, 0) = 0 THEN 0 WHEN t.priced_tokens > 0 THEN t.estimated_units END
       AS estimated_units,
     coalesce(t.unpriced_calls, 0) AS unpriced_calls,
-    p.usd_per_token AS looked_up_usd_per_token
+    p.usd_per_token AS looked_up_usd_per_token,
+    CASE k.token_type WHEN 'cache_read' THEN g.cache_gap_sources WHEN 'cache_write' THEN g.cache_write_gap_sources
+         WHEN 'uncached_input' THEN coalesce(g.input_gap_sources, g.cache_gap_sources)
+         WHEN 'output' THEN g.output_gap_sources END AS gap_sources,
+    g.all_sources, coalesce(g.streamed_calls, 0) AS streamed_calls
   FROM keys k
   LEFT JOIN rc_billed b ON b.provider = k.provider AND b.model IS NOT DISTINCT FROM k.model AND b.day = k.day
                        AND b.token_type = k.token_type
@@ -154,6 +178,7 @@ cells AS (
                     AND t.token_type = k.token_type
   LEFT JOIN reconcile_list_prices p ON p.provider = k.provider AND p.model = k.model AND p.day = k.day
                                    AND p.token_type = k.token_type
+  LEFT JOIN rc_cell_sources g ON g.provider = k.provider AND g.model IS NOT DISTINCT FROM k.model AND g.day = k.day
 ),
 measured AS (
   SELECT
@@ -203,7 +228,10 @@ grouped AS (      -- input-side totals of the cell's (provider, model, day), for
     sum(j.b_tok) FILTER (WHERE j.token_type IN ('uncached_input', 'cache_read', 'cache_write')) OVER g AS b_input,
     sum(j.t_tok) FILTER (WHERE j.token_type IN ('uncached_input', 'cache_read', 'cache_write')) OVER g AS t_input,
     sum(coalesce(j.b_tok, 0) - j.t_tok) FILTER (WHERE j.token_type IN ('cache_read', 'cache_write')) OVER g
-      AS cache_short
+      AS cache_short,
+    -- the day's uncached input is billed and traced alike: the traffic is traced, so a cache gap is the source's
+    coalesce(bool_or(j.token_type = 'uncached_input' AND j.b_tok IS NOT NULL AND NOT j.tok_sig AND j.t_tok > 0) OVER g,
+             false) AS input_traced
   FROM judged j
   LEFT JOIN neighbours x ON x.provider = j.provider AND x.model IS NOT DISTINCT FROM j.model AND x.day = j.day
                         AND x.token_type = j.token_type
@@ -221,6 +249,15 @@ caused AS (
         AND abs(b_input - t_input) <= greatest(token_tolerance * b_input, min_gap_tokens)
         AND cache_short > greatest(token_tolerance * b_input, min_gap_tokens)
         THEN 'missing_cache_tokens'
+      -- counts the instrumentation itself does not record (source_gaps): billed cache tokens the traces lack
+      WHEN tok_sig AND tok_gap > 0 AND token_type IN ('cache_read', 'cache_write') AND gap_sources IS NOT NULL
+        AND input_traced
+        THEN 'not_recorded_by_source'
+      -- an output count off by one at the source: the gap is one token per traced call, or per streamed call
+      WHEN tok_sig AND token_type = 'output' AND traced_calls > 0
+        AND (abs(abs(tok_gap) - traced_calls) <= greatest(0.02 * traced_calls, 1)
+             OR (streamed_calls > 0 AND abs(abs(tok_gap) - streamed_calls) <= greatest(0.02 * streamed_calls, 1)))
+        THEN 'not_recorded_by_source'
       WHEN tok_sig AND tok_gap > 0 THEN 'untraced_traffic'
       WHEN tok_sig AND tok_gap < 0 THEN 'unbilled_traffic'
       WHEN (b_tok IS NULL OR t_tok = 0) AND usd_sig AND usd_gap > 0 THEN 'untraced_traffic'
@@ -275,9 +312,21 @@ SELECT
       END
     WHEN 'missing_cache_tokens' THEN
       CASE WHEN token_type = 'uncached_input' THEN
-        printf('traced %s more uncached input tokens than billed (%s traced, %s billed) while the bill has %s more cache tokens than the traces and total input agrees (%s billed, %s traced): traces count cached tokens as uncached input (an instrumentation that records no cache attributes), so the list-price estimate is too high', rc_tok(-tok_gap), rc_tok(t_tok), rc_tok(b_tok), rc_tok(cache_short), rc_tok(b_input), rc_tok(t_input))
+        printf('traced %s more uncached input tokens than billed (%s traced, %s billed) while the bill has %s more cache tokens than the traces and total input agrees (%s billed, %s traced): traces count cached tokens as uncached input (%s), so the list-price estimate is too high', rc_tok(-tok_gap), rc_tok(t_tok), rc_tok(b_tok), rc_tok(cache_short), rc_tok(b_input), rc_tok(t_input),
+          coalesce('cache counts not recorded by ' || gap_sources, 'an instrumentation that records no cache attributes'))
       ELSE
-        printf('billed %s %s tokens but traces report %s, while total input agrees (%s billed, %s traced): traces count cached tokens as uncached input (an instrumentation that records no cache attributes)', rc_tok(b_tok), replace(token_type, '_', '-'), rc_tok(t_tok), rc_tok(b_input), rc_tok(t_input))
+        printf('billed %s %s tokens but traces report %s, while total input agrees (%s billed, %s traced): traces count cached tokens as uncached input (%s)', rc_tok(b_tok), replace(token_type, '_', '-'), rc_tok(t_tok), rc_tok(b_input), rc_tok(t_input),
+          coalesce('cache counts not recorded by ' || gap_sources, 'an instrumentation that records no cache attributes'))
+      END
+    WHEN 'not_recorded_by_source' THEN
+      CASE WHEN token_type = 'output' THEN
+        CASE WHEN abs(abs(tok_gap) - traced_calls) <= greatest(0.02 * traced_calls, 1) THEN
+          printf('billed %s output tokens %s than traced (%s billed, %s traced) over %d traced call(s), one token per call: the output count of %s is off by one', rc_tok(abs(tok_gap)), CASE WHEN tok_gap > 0 THEN 'more' ELSE 'fewer' END, rc_tok(b_tok), rc_tok(t_tok), traced_calls, coalesce(all_sources, 'the instrumentation'))
+        ELSE
+          printf('billed %s output tokens %s than traced (%s billed, %s traced), one token per streamed call (%d of %d traced calls streamed): the output count of %s is off by one on streamed calls', rc_tok(abs(tok_gap)), CASE WHEN tok_gap > 0 THEN 'more' ELSE 'fewer' END, rc_tok(b_tok), rc_tok(t_tok), streamed_calls, traced_calls, coalesce(all_sources, 'the instrumentation'))
+        END
+      ELSE
+        printf('billed %s %s tokens but traces report %s: %s not recorded by %s (see `phaselens loads --gaps`), so the traced estimate misses them', rc_tok(b_tok), replace(token_type, '_', '-'), rc_tok(t_tok), CASE token_type WHEN 'cache_write' THEN 'cache writes' ELSE 'cache reads' END, gap_sources)
       END
     WHEN 'untraced_traffic' THEN
       CASE WHEN token_type = 'other' THEN
@@ -308,6 +357,7 @@ SELECT
       printf('tokens agree (%s billed, %s traced) but money does not: billed %s against %s at list price, an effective %s/M against the list %s/M (%+.1f%%): a price change, discount or tier the price book does not have', rc_tok(b_tok), rc_tok(t_tok), rc_usd(b_usd), rc_usd(e_usd), rc_usd(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6), rc_usd(CAST(list_micro_per_mtok AS DOUBLE) / 1e6), 100 * price_dev)
   END AS explanation,
   billing_sources,                                         -- billing adapters whose lines make up the cell
-  unconverted_lines                                        -- non-USD lines without a conversion rate
+  unconverted_lines,                                       -- non-USD lines without a conversion rate
+  gap_sources                                              -- sources of the cell's calls that lose this token type
 FROM caused
 ORDER BY provider, model NULLS LAST, day, token_type;

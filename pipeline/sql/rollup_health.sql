@@ -37,3 +37,6 @@ SELECT
   (SELECT count(*) FROM loads) AS loaded_files,
   (SELECT try_cast(max(value) AS TIMESTAMP) FROM phaselens_meta WHERE key = 'built_at') AS built_at,
   CAST(now() AT TIME ZONE 'UTC' AS TIMESTAMP) AS published_at;
+
+-- source_gaps: per source and instrumentation, what it does not record (the store's `source_gaps` view).
+CREATE TABLE published.source_gaps AS SELECT * FROM source_gaps;

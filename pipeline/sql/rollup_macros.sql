@@ -138,8 +138,8 @@ SELECT j.*,
     AS dominant_latency_phase,
   CASE WHEN prefill_cost_share IS NULL THEN NULL WHEN prefill_cost_share >= 0.5 THEN 'prefill' ELSE 'decode' END
     AS dominant_cost_phase,
-  w.shape_class, w.cause, w.diagnosis, w.lever
-FROM j LEFT JOIN (SELECT workload, shape_class, cause, diagnosis, lever FROM workloads) w USING (workload)
+  w.shape_class, w.cause, w.diagnosis, w.lever, w.cost_diagnosis, w.cost_lever
+FROM j LEFT JOIN (SELECT workload, shape_class, cause, diagnosis, lever, cost_diagnosis, cost_lever FROM workloads) w USING (workload)
 ORDER BY cost_usd DESC NULLS LAST, calls DESC;
 
 -- Money per time bin and series, split into the four token buckets (estimated at list price) and the

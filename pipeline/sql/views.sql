@@ -4,7 +4,8 @@
 -- Timing columns prefer the measured value and fall back to the build's estimate.
 CREATE OR REPLACE VIEW requests AS
 SELECT
-  c.call_id, c.trace_id, c.span_id, c.parent_span_id, c.source, c.convention, c.load_id, c.source_locator,
+  c.call_id, c.trace_id, c.span_id, c.parent_span_id, c.source, c.convention, c.instrumentation, c.load_id,
+  c.source_locator,
   c.started_at, c.first_token_at, c.ended_at,
   c.provider, c.model, c.model_raw, c.operation, c.service,
   coalesce(a.workload, c.workload_hint, c.service, 'unassigned') AS workload,

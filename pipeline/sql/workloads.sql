@@ -1,6 +1,7 @@
 -- workload_stats(since, until): per workload over calls started in [since, until) (NULL = open), the
 -- phase split of time and money, which phase dominates, the shape class, a diagnosis with its
--- evidence and the lever. Grain: one row per workload. Upstream: requests, build_settings,
+-- evidence and the lever, for time (latency_diagnosis/latency_lever; diagnosis/lever are the same) and
+-- for money (cost_diagnosis/cost_lever, dollars per day over the days with calls). Grain: one row per workload. Upstream: requests, build_settings,
 -- caching_by_workload. `workloads` is the same over the whole store.
 CREATE OR REPLACE MACRO workload_stats(since, until) AS TABLE
 WITH calls AS (
@@ -18,6 +19,10 @@ contention AS (
         FROM calls WHERE itl_s IS NOT NULL AND concurrency IS NOT NULL)
   GROUP BY workload
   HAVING count(*) >= 40 AND max(concurrency) > min(concurrency)
+),
+store_days AS (
+  -- the caching lever is computed over the whole store: its dollars per day use the store's days
+  SELECT workload, count(DISTINCT CAST(started_at AS DATE)) AS store_days FROM requests GROUP BY workload
 ),
 agg AS (
   SELECT
@@ -52,6 +57,8 @@ agg AS (
     count(*) FILTER (WHERE timing_source IN ('measured', 'events')) AS measured_calls,
     count(*) FILTER (WHERE timing_source = 'estimated') AS estimated_calls,
     sum(input_cost_usd) AS input_cost_usd,
+    sum(cache_write_cost_usd) AS cache_write_cost_usd,
+    count(DISTINCT CAST(started_at AS DATE)) AS days,
     sum(output_cost_usd) AS output_cost_usd,
     sum(cost_usd) AS cost_usd,
     count(*) FILTER (WHERE NOT priced) AS unpriced_calls
@@ -68,8 +75,10 @@ shares AS (
     k.itl_contention_ratio, k.concurrency_high, k.concurrency_low,
     cw.reuse_share, cw.achieved_share, cw.usd_saved AS cache_usd_saved, cw.ttft_saved_p50_s AS cache_ttft_saved_p50_s,
     cw.lifetime_s AS cache_lifetime_s,
+    sd.store_days,
     s.*
   FROM agg a
+  LEFT JOIN store_days sd USING (workload)
   LEFT JOIN contention k USING (workload)
   LEFT JOIN caching_by_workload cw USING (workload)
   CROSS JOIN build_settings s
@@ -103,9 +112,28 @@ classified AS (
       WHEN itl_p50_s >= slow_itl_s THEN 'slow_model'
       WHEN output_tokens_p50 >= long_output_min_tokens THEN 'long_outputs'
       ELSE 'output_length'
-    END AS itl_cause
+    END AS itl_cause,
+    CAST(cache_write_cost_usd AS DOUBLE) / nullif(CAST(input_cost_usd AS DOUBLE), 0) AS cache_write_cost_share,
+    CAST(input_cost_usd AS DOUBLE) / nullif(days, 0) AS input_usd_per_day,
+    CAST(output_cost_usd AS DOUBLE) / nullif(days, 0) AS output_usd_per_day,
+    CAST(cache_write_cost_usd AS DOUBLE) / nullif(days, 0) AS cache_write_usd_per_day,
+    CAST(cache_usd_saved AS DOUBLE) / nullif(store_days, 0) AS cache_usd_saved_per_day,
+    CASE
+      WHEN prefill_cost_share IS NULL THEN NULL
+      WHEN prefill_cost_share >= 0.5 THEN
+        CASE
+          WHEN CAST(cache_write_cost_usd AS DOUBLE) / nullif(CAST(input_cost_usd AS DOUBLE), 0) >= cache_write_share_min
+            THEN 'cache_writes'
+          WHEN cache_usd_saved > 0 AND reuse_share >= cold_cache_reuse_min AND coalesce(achieved_share, 0) < reuse_share
+            THEN 'uncached_prefix'
+          WHEN input_tokens_p50 >= large_context_min_tokens THEN 'long_context'
+          ELSE 'input_spend'
+        END
+      ELSE 'output_heavy'
+    END AS cost_cause
   FROM shares
-)
+),
+final AS (
 SELECT
   workload, calls, error_calls, models, first_call_at, last_call_at,
   uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
@@ -118,6 +146,7 @@ SELECT
   CASE WHEN dominant_latency_phase = 'prefill' THEN ttft_cause WHEN dominant_latency_phase = 'decode' THEN itl_cause END
     AS cause,
   itl_contention_ratio, reuse_share, achieved_share, cache_usd_saved,
+  days, cache_write_cost_usd, cache_write_cost_share, cache_usd_saved_per_day, cost_cause,
   CASE
     WHEN dominant_latency_phase IS NULL THEN 'No call of this workload has timing to split.'
     WHEN ttft_cause = 'no_decode' THEN
@@ -163,8 +192,52 @@ SELECT
         WHEN 'long_outputs' THEN 'Shorten outputs (tighter max_tokens, terser formats, fewer reasoning tokens): decode time and output cost scale with every token.'
         ELSE 'Cap output length where the answer allows it: decode time scales with output tokens.'
       END
-  END AS lever
+  END AS lever,
+  CASE
+    WHEN dominant_cost_phase IS NULL THEN 'No call of this workload is priced, so money cannot be split.'
+    WHEN dominant_cost_phase = 'prefill' THEN
+      printf('Input dominates money: %.0f%% of spend is prefill ($%,.2f of $%,.2f; $%,.2f a day over %d day%s). ',
+             100 * prefill_cost_share, input_cost_usd, input_cost_usd + output_cost_usd, input_usd_per_day,
+             days, CASE WHEN days = 1 THEN '' ELSE 's' END) ||
+      CASE cost_cause
+        WHEN 'cache_writes' THEN
+          printf('Cause: cache writes; they cost $%,.2f (%.0f%% of input spend), and %,d tokens were read from cache against %,d written (%.1f reads per write).',
+                 cache_write_cost_usd, 100 * cache_write_cost_share, coalesce(cache_read_tokens, 0), coalesce(cache_write_tokens, 0),
+                 coalesce(cache_read_tokens, 0) / nullif(cache_write_tokens, 0))
+        WHEN 'uncached_prefix' THEN
+          printf('Cause: repeated uncached prefix; %.0f%% of input tokens repeat a prefix seen within %s s, %.0f%% were read from cache.',
+                 100 * reuse_share, coalesce(CAST(cache_lifetime_s AS VARCHAR), 'any time'), 100 * coalesce(achieved_share, 0))
+        WHEN 'long_context' THEN printf('Cause: long context; the median call sends %,d input tokens.', input_tokens_p50::BIGINT)
+        ELSE printf('Cause: input volume; a median %,d input tokens against %,d output tokens.',
+                    coalesce(input_tokens_p50, 0)::BIGINT, coalesce(output_tokens_p50, 0)::BIGINT)
+      END
+    ELSE
+      printf('Output dominates money: %.0f%% of spend is decode ($%,.2f of $%,.2f; $%,.2f a day over %d day%s), median %,d output tokens.',
+             100 * decode_cost_share, output_cost_usd, input_cost_usd + output_cost_usd, output_usd_per_day,
+             days, CASE WHEN days = 1 THEN '' ELSE 's' END, coalesce(output_tokens_p50, 0)::BIGINT)
+  END AS cost_diagnosis,
+  CASE
+    WHEN dominant_cost_phase IS NULL THEN 'Add prices for its models (phaselens prices) to see which phase to fix for money.'
+    WHEN cost_cause = 'cache_writes' THEN
+      printf('Write the cache less often: keep the cached prefix stable (no timestamps or reordered tools before the cache mark) and lengthen the cache lifetime, so a prefix is written once and read many times; cache writes cost $%,.2f a day%s.',
+             cache_write_usd_per_day,
+             CASE WHEN coalesce(cache_read_tokens, 0) < cache_write_tokens THEN ' and are mostly never read back' ELSE '' END)
+    WHEN cost_cause = 'uncached_prefix' THEN
+      printf('Turn on or extend prompt caching for the repeated prefix: the caching lever saves $%,.2f a day (whole store, %s s cache lifetime).',
+             cache_usd_saved_per_day, coalesce(CAST(cache_lifetime_s AS VARCHAR), 'unlimited'))
+    WHEN cost_cause = 'long_context' THEN
+      printf('Trim the context or retrieve only what the call needs: halving the input would save about $%,.2f a day.',
+             input_usd_per_day / 2)
+    WHEN cost_cause = 'input_spend' THEN
+      printf('Shorten prompts (drop unused instructions and examples): every 10%% fewer input tokens saves about $%,.2f a day.',
+             input_usd_per_day / 10)
+    ELSE
+      printf('Cap outputs (tighter max_tokens, terser formats) or route to a model with a cheaper output price: every 10%% fewer output tokens saves about $%,.2f a day.',
+             output_usd_per_day / 10)
+  END AS cost_lever
 FROM classified
+)
+SELECT *, diagnosis AS latency_diagnosis, lever AS latency_lever FROM final
 ORDER BY cost_usd DESC NULLS LAST, calls DESC;
 
 CREATE OR REPLACE VIEW workloads AS SELECT * FROM workload_stats(NULL, NULL);

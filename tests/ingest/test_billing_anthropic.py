@@ -1,4 +1,4 @@
-"""Anthropic Admin API usage report and cost report (formats.md section 7)."""
+"""Anthropic Admin API usage report and cost report (docs/formats.md#anthropic-usage-report, docs/formats.md#anthropic-cost-report)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AWS CUR 2.0 rows for Amazon Bedrock, CSV and Parquet (formats.md section 8.1)."""
+"""AWS CUR 2.0 rows for Amazon Bedrock, CSV and Parquet (docs/formats.md#aws-cur-20-for-bedrock)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Azure Cost Management exports, EA (PascalCase) and MCA (camelCase) (formats.md section 8.3)."""
+"""Azure Cost Management exports, EA (PascalCase) and MCA (camelCase) (docs/formats.md#azure-cost-management-export)."""
 
 from __future__ import annotations
 

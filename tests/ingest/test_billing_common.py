@@ -23,6 +23,7 @@ BILLING_ADAPTERS = {
 EXPECTED = {
     "openai_usage.page.json": "openai_usage",
     "openai_usage.pages.jsonl": "openai_usage",
+    "openai_usage.spec_examples.jsonl": "openai_usage",
     "openai_costs.pages.json": "openai_costs",
     "anthropic_usage.nested.json": "anthropic_usage",
     "anthropic_usage.flattened.jsonl": "anthropic_usage",
@@ -42,6 +43,12 @@ EXPECTED = {
     "azure_cost.header_changed.csv": "azure_cost",
     "focus.llm_tokens.csv": "focus",
     "focus.llm_tokens.parquet": "focus",
+    "focus13.ai_prompt_caching_a.csv": "focus",
+    "focus13.ai_prompt_caching_b.csv": "focus",
+    "focus13.draft_token_type.csv": "focus",
+    "focus13.token_properties.csv": "focus",
+    "focus13.opaque_meters.struct.parquet": "focus",
+    "focus13.opaque_meters.map.parquet": "focus",
     "focus.header_changed.csv": "focus",
 }
 
@@ -210,3 +217,15 @@ def test_a_period_that_ends_before_it_starts_is_rejected(tmp_path):
     with pytest.raises(RowError) as e:
         _line(maker, period_start=datetime(2025, 8, 14), period_end=datetime(2025, 8, 13))
     assert e.value.reason == "end_before_start"
+
+
+@pytest.mark.parametrize("fixture", ["focus.header_changed.csv", "aws_cur.header_changed.csv",
+                                     "azure_cost.header_changed.csv", "gcp_billing.header_changed.csv"])
+def test_a_changed_header_points_to_the_formats_section_listing_the_columns(fixture):
+    from phaselens.ingest.base import SchemaMismatch
+
+    src = SourceFile(FIXTURES / fixture)
+    (adapter,) = [a for a in billing_adapters() if a.name == EXPECTED[fixture]]
+    with pytest.raises(SchemaMismatch) as e:
+        list(adapter.parse(src))
+    assert "docs/formats.md#" in str(e.value) and "lists the columns read" in str(e.value)

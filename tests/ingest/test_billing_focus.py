@@ -1,4 +1,4 @@
-"""FOCUS exports (formats.md section 9), including the real FOCUS 1.0 sample with its quirks."""
+"""FOCUS exports (docs/formats.md#focus), including the real FOCUS 1.0 sample with its quirks."""
 
 from __future__ import annotations
 
@@ -131,3 +131,77 @@ def test_a_focus_file_with_changed_columns_fails_and_leaves_the_store_untouched(
     assert con.execute("SELECT count(*), sum(cost) FROM billing_lines").fetchone() == before
     assert con.execute("SELECT count(*) FROM rejects").fetchone() == rejects_before
     assert con.execute("SELECT status FROM loads WHERE file LIKE '%header_changed%'").fetchall() == [("failed",)]
+
+
+# ---- FOCUS 1.3: ServiceProviderName / HostProviderName and the SkuPriceDetails token properties ------------
+# focus13.ai_prompt_caching_{a,b}.csv and focus13.draft_token_type.csv are the FOCUS specification's own
+# example datasets, unchanged (FinOps-Open-Cost-and-Usage-Spec/FOCUS_Spec, specification/data/ai_prompt_caching/
+# ai_prompt_caching_a.csv and _b.csv, and specification/data/ai_billing/foundation_model_via_csp_marketplace.csv);
+# see tests/fixtures/billing/README.md.
+
+
+def _types(name: str) -> list[tuple]:
+    return [(r.token_type, r.model, r.quantity_tokens, r.cost) for r in parse(name) if isinstance(r, BillingLine)]
+
+
+def test_focus_13_scenario_a_cache_writes_metered_apart():
+    """Spec scenario A: 0.5 M uncached, 2 M cache write, 8 M cache read, 1.5 M output; input side $11.40."""
+    assert _types("focus13.ai_prompt_caching_a.csv") == [
+        ("uncached_input", "solora-reasoning-pro", Decimal(500000), Decimal("1.5")),
+        ("cache_write", "solora-reasoning-pro", Decimal(2000000), Decimal("7.5")),
+        ("cache_read", "solora-reasoning-pro", Decimal(8000000), Decimal("2.4")),
+        ("output", "solora-reasoning-pro", Decimal(1500000), Decimal("22.5")),
+    ]
+    lines = [r for r in parse("focus13.ai_prompt_caching_a.csv") if isinstance(r, BillingLine)]
+    assert {r.provider for r in lines} == {"solora ai"}  # ServiceProviderName, as ProviderName was read before
+    assert sum(r.cost for r in lines if r.token_type != "output") == Decimal("11.40")
+    assert '"focus_token_cache_action": "Write"' in lines[1].tags_json
+
+
+def test_focus_13_scenario_b_input_meter_without_cache_action_and_token_hours_storage():
+    """Spec scenario B: no cache-write meter (writes billed on the input meter), storage in token-hours."""
+    got = _types("focus13.ai_prompt_caching_b.csv")
+    assert [g[0] for g in got] == ["uncached_input", "cache_read", "output", "other"]
+    assert got[0][2] == Decimal(2500000)  # uncached input and the tokens that populated the cache, one meter
+    storage = got[3]
+    assert (storage[1], storage[2], storage[3]) == (None, None, Decimal("6.0"))  # token-hours are not tokens
+
+
+def test_focus_draft_token_type_property():
+    """The earlier draft's single `TokenType` property (`CacheRead`, `CacheWrite`) maps the same way."""
+    assert [(t, q) for t, _, q, _ in _types("focus13.draft_token_type.csv")] == [
+        ("cache_read", Decimal(50000000)), ("cache_write", Decimal(15000000))]
+
+
+def test_focus_13_token_properties_decide_over_names_and_bad_values_fall_back():
+    lines = by_line(parse("focus13.token_properties.csv"))
+    assert lines[2].token_type == "cache_write"  # meter `Meter 4711`: only the properties say so
+    assert lines[3].token_type == "cache_read"  # meter says `Input Tokens`, TokenCacheAction says Read
+    assert lines[4].token_type == "output" and "focus_token_unknown" in lines[4].tags_json  # `Sideways`
+    assert (lines[5].token_type, lines[5].model) == ("cache_read", None)  # details not JSON: the meter decides
+    vendor_on_cloud = lines[6]
+    assert (vendor_on_cloud.provider, vendor_on_cloud.model, vendor_on_cloud.token_type) == (
+        "aws.bedrock", "claude-sonnet-4-5", "uncached_input")
+    assert lines[7].token_type == "other"  # TokenCacheAction `Other`
+    assert lines[8].token_type == "output"  # reasoning metered apart carries TokenDirection Output
+
+
+def test_focus_13_file_without_provider_name_loads(tmp_path):
+    con = connect(tmp_path / "s.duckdb")
+    (f,) = ingest(con, [FIXTURES / "focus13.ai_prompt_caching_a.csv"]).files
+    assert (f.status, f.adapter, f.accepted, f.rejected) == ("loaded", "focus", 4, 0)
+    got = con.execute("SELECT token_type, sum(quantity_tokens) FROM billing_lines GROUP BY 1 ORDER BY 1").fetchall()
+    assert got == [("cache_read", Decimal(8000000)), ("cache_write", Decimal(2000000)),
+                   ("output", Decimal(1500000)), ("uncached_input", Decimal(500000))]
+
+
+@pytest.mark.parametrize("shape", ["struct", "map"])
+def test_focus_13_parquet_sku_price_details_as_struct_or_map(shape):
+    """Scenario A's rows as Parquet with meters that name nothing: only SkuPriceDetails, a STRUCT or a MAP
+    column rather than a JSON string, tells the token type."""
+    got = [(r.token_type, r.model, r.quantity_tokens) for r in parse(f"focus13.opaque_meters.{shape}.parquet")
+           if isinstance(r, BillingLine)]
+    assert got == [("uncached_input", "solora-reasoning-pro", Decimal(500000)),
+                   ("cache_write", "solora-reasoning-pro", Decimal(2000000)),
+                   ("cache_read", "solora-reasoning-pro", Decimal(8000000)),
+                   ("output", "solora-reasoning-pro", Decimal(1500000))]

@@ -1,4 +1,4 @@
-"""GCP billing export rows for Vertex AI, JSON Lines and flattened CSV (formats.md section 8.2)."""
+"""GCP billing export rows for Vertex AI, JSON Lines and flattened CSV (docs/formats.md#gcp-billing-export-for-vertex-ai)."""
 
 from __future__ import annotations
 

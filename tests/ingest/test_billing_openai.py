@@ -1,4 +1,4 @@
-"""OpenAI Usage API and Costs API pages (formats.md section 6)."""
+"""OpenAI Usage API and Costs API pages (docs/formats.md#openai-usage-api, docs/formats.md#openai-costs-api)."""
 
 from __future__ import annotations
 
@@ -136,3 +136,31 @@ def test_usage_and_costs_load_into_the_store_without_double_counting_money(tmp_p
     ).fetchone()
     assert total == Decimal("7.5416")
     assert tokens == 328000 + 1536000 + 212000 + 3500 + 1000 + 500 + 700
+
+
+def test_usage_spec_examples_map_cache_writes_to_cache_write():
+    """The two completions-usage examples of openai/openai-openapi `openapi.yaml` (the endpoint's response
+    example and the `UsageCompletionsResult` schema example), whose `input_tokens` include cached and
+    cache-write tokens and whose `input_uncached_tokens` excludes both."""
+    records = parse("openai_usage.spec_examples.jsonl", "openai_usage")
+    assert not [r for r in records if isinstance(r, Reject)]
+    by_bucket: dict[str, dict[str, Decimal]] = {}
+    for r in records:
+        if isinstance(r, BillingLine):
+            by_bucket.setdefault(r.source_locator.split(":")[-1].split("#")[0], {})[r.token_type] = r.quantity_tokens
+    assert by_bucket == {
+        "1": {"uncached_input": Decimal(500), "cache_read": Decimal(400), "cache_write": Decimal(100), "output": Decimal(500)},
+        "2": {"uncached_input": Decimal(3000), "cache_read": Decimal(1800), "cache_write": Decimal(200), "output": Decimal(1000)},
+    }
+    # disjoint buckets: they add up to the spec's inclusive input_tokens (1000 and 5000)
+    assert [sum(v for t, v in b.items() if t != "output") for b in by_bucket.values()] == [Decimal(1000), Decimal(5000)]
+
+
+def test_cache_write_usage_reaches_the_store_as_its_own_token_type(tmp_path):
+    con = connect(tmp_path / "s.duckdb")
+    (f,) = ingest(con, [FIXTURES / "openai_usage.spec_examples.jsonl"]).files
+    assert (f.status, f.adapter, f.rejected) == ("loaded", "openai_usage", 0)
+    got = con.execute(
+        "SELECT sum(quantity_tokens) FROM billing_lines WHERE token_type = 'cache_write' AND sku = 'input_cache_write_tokens'"
+    ).fetchone()[0]
+    assert got == Decimal(300)

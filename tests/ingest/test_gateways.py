@@ -1,7 +1,8 @@
 """Gateway and observability exports (LiteLLM, Langfuse, Helicone) loaded through the pipeline.
 
-Fixtures in tests/fixtures/gateways/ are built from the examples and quirks of docs/formats.md §5
-(and §0.7 for LiteLLM's completionStartTime fallback). Every expected number below is worked out by
+Fixtures in tests/fixtures/gateways/ are built from the examples and quirks of docs/formats.md#litellm-spend-logs,
+docs/formats.md#langfuse-observations and docs/formats.md#helicone-request-logs
+(including LiteLLM's completionStartTime fallback). Every expected number below is worked out by
 hand from the fixture's own values, as the comments show.
 """
 
@@ -111,7 +112,7 @@ def test_litellm_json_rows(load):
         (f"{FIXTURES / 'litellm.spendlogs.json'}:[6]", "end_before_start"),
     ]
 
-    a = got["litellm:chatcmpl-9b2f6c1e-4a7d-4f3e-9d0a-5c8e2b1f7a64"]  # formats.md §5.1 example, streamed
+    a = got["litellm:chatcmpl-9b2f6c1e-4a7d-4f3e-9d0a-5c8e2b1f7a64"]  # docs/formats.md#litellm-spend-logs example, streamed
     assert a["ttft_s"] == pytest.approx(0.412)  # completionStartTime 00.535 − startTime 00.123
     assert a["e2e_s"] == pytest.approx(3.412)  # request_duration_ms
     assert a["decode_s"] == pytest.approx(3.0)
@@ -194,7 +195,7 @@ def test_langfuse_observations(load):
     assert (f.accepted, f.skipped, f.rejected) == (9, 2, 1)  # SPAN + EVENT skipped, no-model GENERATION rejected
     assert rejects(con) == [(f"{FIXTURES / 'langfuse.observations.json'}:data[9]", "missing_model")]
 
-    a = got["langfuse:a3c5e1f0b2d94c7e"]  # formats.md §5.2 example: input already excludes the cache
+    a = got["langfuse:a3c5e1f0b2d94c7e"]  # docs/formats.md#langfuse-observations example: input already excludes the cache
     assert (a["uncached_input_tokens"], a["cache_read_tokens"], a["output_tokens"]) == (328, 1536, 212)
     assert a["ttft_s"] == pytest.approx(0.412) and a["e2e_s"] == pytest.approx(3.412)  # seconds
     assert a["itl_s"] == pytest.approx(3.0 / 211)
@@ -258,7 +259,7 @@ def test_helicone_rest(load):
     con, res = load("helicone.requests.json")
     got = calls(con)
     assert len(got) == 4 and not rejects(con)
-    a = got["helicone:0f6c7a9e-2b1d-4c8e-9a3f-7d5e1b2c4a60"]  # formats.md §5.3 example
+    a = got["helicone:0f6c7a9e-2b1d-4c8e-9a3f-7d5e1b2c4a60"]  # docs/formats.md#helicone-request-logs example
     assert a["ttft_s"] == pytest.approx(0.412) and a["e2e_s"] == pytest.approx(3.412)  # ms -> s
     assert (a["uncached_input_tokens"], a["cache_read_tokens"], a["cache_write_tokens"]) == (328, 1536, 0)
     assert a["provided_cost_usd"] == Decimal("0.0002916")  # costUSD, dollars

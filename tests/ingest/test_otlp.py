@@ -1,4 +1,4 @@
-"""OTLP JSON ingest: every attribute convention and quirk of docs/formats.md §0–§4."""
+"""OTLP JSON ingest: every attribute convention and quirk of docs/formats.md#otlp-json-traces."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def test_protobuf_becomes_otlp_json_with_hex_ids_and_int64_strings():
     span = to_otlp_json(body, "protobuf")["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert (span["traceId"], span["spanId"]) == ("abcdef0123456789abcdef0123456789", "0123456789abcdef")
     assert (span["startTimeUnixNano"], span["endTimeUnixNano"]) == (str(T0), str(T0 + 2_500_000_000))
-    assert span["kind"] == 3  # SPAN_KIND_CLIENT, as an integer (formats.md §2)
+    assert span["kind"] == 3  # SPAN_KIND_CLIENT, as an integer (docs/formats.md#otlp-json-traces)
     tokens = {a["key"]: a["value"] for a in span["attributes"]}["gen_ai.usage.input_tokens"]
     assert tokens == {"intValue": "900"}
 
@@ -76,3 +76,18 @@ def test_spool_belongs_to_one_receiver_and_drops_torn_lines(tmp_path):
     assert [s.data for s in reopened.pending()] == [segment]
     assert segment.read_text() == '{"resourceSpans":[]}\n'
     reopened.close()
+
+
+def test_a_spooled_protobuf_body_expands_to_the_json_the_slow_path_writes():
+    from phaselens.pipeline.receiver_decode import check_spans, clean_protobuf, expand_line, protobuf_line
+
+    body = pb_request(*[chat_span(f"{i + 1:032x}", f"{i + 1:016x}", T0 + i, 1.5) for i in range(3)]).SerializeToString()
+    assert clean_protobuf(body) == (3, True)
+    slow = check_spans(to_otlp_json(body, "protobuf"), "ref")
+    assert not slow.rejects
+    assert json.loads(expand_line(protobuf_line(body))) == json.loads(slow.line())
+    bad = pb_request(chat_span("0" * 32, "1" * 16, T0, 1.0), chat_span("a" * 32, "b" * 16, T0, 1.0)).SerializeToString()
+    assert clean_protobuf(bad) == (1, False)  # an all-zero trace id sends the request down the path that names it
+    assert len(check_spans(to_otlp_json(bad, "protobuf"), "ref").rejects) == 1
+    with pytest.raises(BadRequest):
+        clean_protobuf(b"\xff\xff\xff")

@@ -239,10 +239,12 @@ def test_long_lines_spread_by_overlap_and_daily_buckets_go_to_their_main_day():
 
 
 def test_cost_report_alone_reconciles_money_and_usage_report_adds_tokens(tmp_path):
-    """formats.md §7: "98.40" cents = $0.984 = 328,000 uncached input tokens × $3 per million (Claude Sonnet 4)."""
+    """docs/formats.md#anthropic-cost-report: "98.40" cents = $0.984 = 328,000 uncached input tokens × $3 per million (Claude Sonnet 4)."""
     con = connect(tmp_path / "s.duckdb")
     ingest(con, [FIXTURES / "anthropic_cost.formats_example.json"])
-    calls = [{**call(i, date(2025, 8, 13), provider="anthropic", model="claude-sonnet-4", uncached_input=82_000),
+    # the calls record their cache counts (zero), so cache reads they lack are traffic no trace holds
+    calls = [{**call(i, date(2025, 8, 13), provider="anthropic", model="claude-sonnet-4", uncached_input=82_000,
+                     cache_read=0, cache_write=0),
               "model_raw": "claude-sonnet-4-20250514"} for i in range(4)]
     insert(con, calls, [], replace=False)
     prerequisites(con, None)                                                       # genai-prices: $3 / M input
