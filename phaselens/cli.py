@@ -81,6 +81,11 @@ def ingest(
     fx: Annotated[
         Optional[list[str]], typer.Option(help="Exchange rate for a billing currency, as CUR=USD_PER_UNIT, e.g. EUR=1.08.")
     ] = None,
+    keep_attribute: Annotated[
+        Optional[list[str]],
+        typer.Option("--keep-attribute", help="Also keep this span attribute (repeatable); by default only the "
+                     "attributes phaselens reads are kept, everything else is dropped."),
+    ] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Load traces and billing exports into the store; the format is detected from each file's content.
@@ -112,7 +117,7 @@ def ingest(
         def within_file(lines_done: int) -> None:  # large OTLP files report each 64 MB chunk
             _err(f"          ... {lines_done:,} lines read")
 
-        result = run_ingest(con, paths, options={"fx": rates, "progress": within_file}, force=force, on_file=progress)
+        result = run_ingest(con, paths, options={"fx": rates, "progress": within_file, "keep_attributes": list(keep_attribute or [])}, force=force, on_file=progress)
         _publish(con, db)
     except PhaselensError as e:
         _fail(e, 2)
