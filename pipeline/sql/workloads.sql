@@ -158,7 +158,7 @@ SELECT
       CASE ttft_cause
         WHEN 'queueing' THEN printf('Cause: queueing; %.0f%% of TTFT is spent waiting in the server queue.', 100 * queue_share_of_ttft)
         WHEN 'cold_cache' THEN printf('Cause: cold cache; %.0f%% of input tokens repeat a prefix seen within %s s, but only %.0f%% were read from cache.',
-                                      100 * reuse_share, cache_lifetime_s, 100 * coalesce(achieved_share, 0))
+                                      100 * reuse_share, coalesce(CAST(cache_lifetime_s AS VARCHAR), 'any time'), 100 * coalesce(achieved_share, 0))
         WHEN 'long_context' THEN printf('Cause: long context; the median call sends %,d input tokens.', input_tokens_p50::BIGINT)
         ELSE printf('Cause: prompt processing of a median %,d input tokens before a median %,d output tokens.',
                     input_tokens_p50::BIGINT, output_tokens_p50::BIGINT)
