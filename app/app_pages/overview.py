@@ -48,7 +48,7 @@ if not no_calls(ctx):
         money_phase = r.dominant_cost_phase if isinstance(r.dominant_cost_phase, str) else "no price"
         # names and levers are shown as text: a workload name is never read as Markdown or HTML
         st.text(f"{r.workload} · time: {time_phase} — {time_lever}\n"
-                f"{' ' * len(str(r.workload))} · money: {money_phase} — {cost_lever}")
+                f"{r.workload} · money: {money_phase} — {cost_lever}")
     table = wl[["workload", "dominant_latency_phase", "dominant_cost_phase", "calls", "cost_usd",
                 "prefill_time_share", "prefill_cost_share", "ttft_p95_s", "itl_p50_s", "shape_class"]].copy()
     table["cost_usd"] = table["cost_usd"].astype(float)
