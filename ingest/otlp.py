@@ -106,6 +106,7 @@ def _in_list(values: tuple[str, ...]) -> str:
 def spans_sql() -> str:
     """sql/otlp_spans.sql with the column expressions generated from the conventions table."""
     return (_sql("otlp_spans").replace("{{CONVENTION_COLUMNS}}", conventions.sql_columns())
+            .replace("{{CONVENTION_RAW_COLUMNS}}", conventions.raw_columns())
             .replace("{{NOT_CALLS}}", _in_list(conventions.NOT_CALLS))
             .replace("{{EMBEDDING_OPS}}", _in_list(tuple(x.lower() for x in conventions.EMBEDDING_OPS))))
 

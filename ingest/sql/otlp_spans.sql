@@ -33,8 +33,10 @@ flat AS (
     list_transform(list_filter(x.attributes, lambda a: NOT otlp_is_content(a.key)), lambda a: otlp_value(a.value)) AS v
   FROM spans
 ),
-conv AS (
-  SELECT *, start_ns0 AS start_ns FROM flat
+conv AS (  -- each attribute lookup of the conventions once, as _r0, _r1, ... (ingest/conventions.py)
+  SELECT *, start_ns0 AS start_ns,
+    {{CONVENTION_RAW_COLUMNS}}
+  FROM flat
 ),
 typed AS (
   SELECT
