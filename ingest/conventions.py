@@ -250,6 +250,11 @@ NOT_CALLS: tuple[str, ...] = (
 )
 
 # Operation values meaning an embeddings call / a text completion call, per convention.
+# Scopes of the spans a provider SDK writes about its own calls whenever a global tracer provider is set
+# (beside any instrumentation's span of the same call). Such a span is often the root of a trace of its
+# own, so it is paired with the instrumentation span around it by time (otlp_merge.sql, rule 4).
+SDK_SCOPES: tuple[str, ...] = ("com.anthropic.sdk",)
+
 EMBEDDING_OPS: tuple[str, ...] = ("embeddings", "embedding", "ai.embed", "ai.embedMany", "embed", "embedder")
 
 
