@@ -284,7 +284,7 @@ def _load_file(
     except Exception as e:
         con.execute("ROLLBACK")
         return done(status="failed", adapter=adapter.name, kind=adapter.kind,
-                    message=f"{display}: {type(e).__name__}: {str(e)[:300]}")
+                    message=f"{display}: unexpected error while reading ({type(e).__name__}: {str(e)[:300]})")
 
 
 def ingest(
