@@ -15,7 +15,7 @@ contention AS (
          median(itl_s) FILTER (WHERE q = 4) / nullif(median(itl_s) FILTER (WHERE q = 1), 0) AS itl_contention_ratio,
          median(concurrency) FILTER (WHERE q = 4) AS concurrency_high,
          median(concurrency) FILTER (WHERE q = 1) AS concurrency_low
-  FROM (SELECT workload, itl_s, concurrency, ntile(4) OVER (PARTITION BY workload ORDER BY concurrency) AS q
+  FROM (SELECT workload, call_id, itl_s, concurrency, ntile(4) OVER (PARTITION BY workload ORDER BY concurrency, call_id) AS q
         FROM calls WHERE itl_s IS NOT NULL AND concurrency IS NOT NULL)
   GROUP BY workload
   HAVING count(*) >= 40 AND max(concurrency) > min(concurrency)
