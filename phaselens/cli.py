@@ -198,8 +198,15 @@ def loads(
 
 
 @app.command()
-def build(db: DbOpt = None, config: ConfigOpt = None) -> None:
+def build(
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    full: Annotated[bool, typer.Option("--full", help="Re-derive every day, not only those new loads touched.")] = False,
+) -> None:
     """Derive timing, costs, workloads and rollups from what is loaded; safe to run again.
+
+    Incremental: after an earlier build with the same configuration, only the UTC days that new loads touched
+    are recomputed; a changed configuration or --full rebuilds everything.
 
     Example: phaselens build --config phaselens.toml
     """
@@ -208,10 +215,13 @@ def build(db: DbOpt = None, config: ConfigOpt = None) -> None:
     try:
         cfg = _config(config)
         con = _open(db)
-        result = run_build(con, cfg, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
+        result = run_build(con, cfg, full, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
         _publish(con, db, cfg)
     except PhaselensError as e:
         _fail(e)
+    what = (f"full build ({result.reason})" if result.full
+            else f"incremental build: {len(result.days_rebuilt)} day(s) recomputed from {result.new_loads} new load(s)")
+    _err(what)
     _err(
         f"built {result.calls:,} calls into {result.workloads} workloads "
         f"({result.estimated_calls:,} with estimated timing, {result.unpriced_calls:,} unpriced)."

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 
 import duckdb
 
@@ -33,6 +34,10 @@ class BuildResult:
     unpriced_calls: int = 0
     estimated_calls: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    full: bool = True                                       # every table re-derived from every raw row
+    reason: str = ""                                        # why the build was full (or "incremental")
+    days_rebuilt: list[date | None] = field(default_factory=list)  # UTC days recomputed (None: calls without a start)
+    new_loads: int = 0                                      # ledger loads whose rows this build saw first
 
 
 def workload_rules_sql(rules: list[WorkloadRule]) -> tuple[str, dict[str, str]]:
@@ -75,12 +80,24 @@ def _settings_table(con: duckdb.DuckDBPyConnection, config: Config) -> None:
 def build(
     con: duckdb.DuckDBPyConnection,
     config: Config | None = None,
+    full: bool = False,
     *,
     on_stage: Callable[[str, float], None] | None = None,
 ) -> BuildResult:
-    """Re-derive every built table and view from the raw tables; running it twice gives the same store."""
+    """Bring every built table up to date with the raw tables; running it twice gives the same store.
+
+    Incremental by default: when an earlier build of the same configuration left its state, only the UTC days
+    touched by loads since then are recomputed (pipeline/incremental.py); `full=True`, a changed configuration
+    or no state re-derive everything. Either way the store is the one a full build gives.
+    """
+    from . import incremental
+
     config = config or Config()
     result = BuildResult()
+    p = incremental.plan(con, config, full)
+    if not p.full:  # the day-by-day recompute is not wired yet: rebuild everything
+        p = incremental.Plan(True, "full build", p.config_hash)
+    result.full, result.reason = p.full, p.reason
 
     def stage(name: str, fn: Callable[[], None]) -> None:
         t = time.perf_counter()
@@ -93,7 +110,8 @@ def build(
 
     con.execute("SET memory_limit = ?", [Settings().build_memory_limit])
     with telemetry.operation("build"):
-        _run_stages(con, config, stage)
+        result.days_rebuilt = _days(con)
+        _run_stages(con, config, stage, lambda: incremental.record(con, p, len(result.days_rebuilt)))
     result.calls, result.unpriced_calls, result.estimated_calls, result.workloads = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated'), "
         "count(DISTINCT workload) FROM call_attribution"
@@ -101,7 +119,12 @@ def build(
     return result
 
 
-def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[[str, Callable[[], None]], None]) -> None:
+def _days(con: duckdb.DuckDBPyConnection) -> list[date | None]:
+    return [r[0] for r in con.execute("SELECT DISTINCT CAST(started_at AS DATE) AS d FROM raw_calls ORDER BY d").fetchall()]
+
+
+def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[[str, Callable[[], None]], None],
+                before_commit: Callable[[], None] = lambda: None) -> None:
     from .caching import build_caching
     from .latency import build_timing
     from .pricing import build_costs
@@ -123,6 +146,7 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         con.execute(
             "INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))"
         )
+        before_commit()
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
