@@ -1,4 +1,5 @@
--- Log-bucket histograms, so percentiles under any filter come from merged histograms. Upstream: requests.
+-- Log-bucket histograms, so percentiles under any filter come from merged histograms. Upstream: _pl_calls (the
+-- `requests` rows of the UTC days being published; pipeline/publish.py assembles the snapshot's tables).
 -- Bucket b holds values in [10^(b/40), 10^((b+1)/40)): 40 buckets per decade, each 5.9% wide, so a percentile
 -- read at the bucket's geometric centre is within 3% of the exact value. Values <= 0 go to bucket -32768
 -- (read as 0). `hist_value(bucket)` in rollup_macros.sql is the inverse.
@@ -17,9 +18,9 @@ SELECT
   coalesce(team, '(none)') AS team,
   _pl_hist_bucket(ttft_s) AS ttft_s, _pl_hist_bucket(itl_s) AS itl_s, _pl_hist_bucket(e2e_s) AS e2e_s,
   _pl_hist_bucket(input_tokens) AS input_tokens, _pl_hist_bucket(output_tokens) AS output_tokens
-FROM requests;
+FROM _pl_calls;
 
-CREATE TABLE published.rollup_hist_hourly AS
+CREATE OR REPLACE TEMP TABLE _pl_part_rollup_hist_hourly AS
 SELECT hour, workload, provider, model, team, metric, bucket, count(*) AS calls
 FROM (
   SELECT hour, workload, provider, model, team, 'ttft_s' AS metric, ttft_s AS bucket FROM _pl_buckets WHERE ttft_s IS NOT NULL
@@ -28,14 +29,13 @@ FROM (
   UNION ALL
   SELECT hour, workload, provider, model, team, 'e2e_s', e2e_s FROM _pl_buckets WHERE e2e_s IS NOT NULL
 )
-GROUP BY ALL
-ORDER BY hour, workload, provider, model, team, metric, bucket;
+GROUP BY ALL;
 
-CREATE TABLE published.rollup_hist_daily AS
+CREATE OR REPLACE TEMP TABLE _pl_part_rollup_hist_daily AS
 SELECT day, workload, provider, model, team, metric, bucket, CAST(sum(calls) AS BIGINT) AS calls
 FROM (
   SELECT date_trunc('day', hour) AS day, workload, provider, model, team, metric, bucket, calls
-  FROM published.rollup_hist_hourly
+  FROM _pl_part_rollup_hist_hourly
   UNION ALL
   SELECT date_trunc('day', hour), workload, provider, model, team, 'input_tokens', input_tokens, 1
   FROM _pl_buckets WHERE input_tokens IS NOT NULL
@@ -43,7 +43,6 @@ FROM (
   SELECT date_trunc('day', hour), workload, provider, model, team, 'output_tokens', output_tokens, 1
   FROM _pl_buckets WHERE output_tokens IS NOT NULL
 )
-GROUP BY ALL
-ORDER BY day, workload, provider, model, team, metric, bucket;
+GROUP BY ALL;
 
 DROP TABLE _pl_buckets;
