@@ -53,6 +53,13 @@ CALLS_WITH_HEADLINE_COST = """(
   FROM requests r LEFT JOIN invoice_costs i USING (call_id)
 )"""
 
+# Reconciliation cells whose UTC day overlaps [$since, $until) (NULL = open): `reconcile`, the report and the
+# dashboard's reconciliation macros (which take whole days) select the same cells.
+RECONCILIATION_PERIOD = ("($since IS NULL OR CAST(day AS TIMESTAMP) + INTERVAL 1 DAY > $since) "
+                         "AND ($until IS NULL OR CAST(day AS TIMESTAMP) < $until)")
+RECONCILIATION_SQL = (f"SELECT * FROM reconciliation WHERE {RECONCILIATION_PERIOD} "
+                      "ORDER BY provider, model NULLS LAST, day, token_type")
+
 # Snapshot read macros that take the shared filter arguments, with the extra arguments each one adds.
 FILTER_ARGS = "$since, $until, $providers, $models, $workloads, $teams"
 SNAPSHOT_MACROS: dict[str, tuple[str, ...]] = {

@@ -37,7 +37,9 @@ from phaselens.models.text import csv_cell, md_text
 
 from . import telemetry
 from .errors import PhaselensError, StoreError
-from .read_model import CALLS_WITH_HEADLINE_COST, COST_HEADLINE, PERCENTILE_METHOD, WORKLOADS_SQL, workload_rows
+from .read_model import (
+    CALLS_WITH_HEADLINE_COST, COST_HEADLINE, PERCENTILE_METHOD, RECONCILIATION_PERIOD, WORKLOADS_SQL, workload_rows,
+)
 
 # A workload "moved" when a number changed by at least this share (and money by at least MOVE_MIN_USD).
 MOVE_MIN_CHANGE = 0.10
@@ -165,7 +167,7 @@ def _bucket(p: Period) -> tuple[timedelta, str, str]:
     return (timedelta(days=1), "%m-%d", "day") if p.hours <= 92 * 24 else (timedelta(days=7), "%Y-%m-%d", "week")
 
 
-RECONCILIATION_WHERE = "CAST(day AS TIMESTAMP) < $u AND CAST(day AS TIMESTAMP) + INTERVAL 1 DAY > $s"
+RECONCILIATION_WHERE = RECONCILIATION_PERIOD
 
 
 def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any] | None:
@@ -173,7 +175,7 @@ def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any]
     if not _relation_exists(con, "reconciliation"):
         return None
     have = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE reconciliation)").fetchall()}
-    args = {"s": p.start, "u": p.end}
+    args = {"since": p.start, "until": p.end}
     table = _arrow(con, f"SELECT {', '.join(c for c in RECONCILIATION_COLUMNS if c in have)} FROM reconciliation "
                         f"WHERE {RECONCILIATION_WHERE} ORDER BY provider, model NULLS LAST, day, token_type", args)
     if not table.num_rows:
@@ -191,7 +193,7 @@ def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any]
         invoice = _rows(con, """
             SELECT r.workload, sum(r.cost_usd) AS estimated, sum(i.cost_usd_invoice) AS invoice
             FROM requests r LEFT JOIN invoice_costs i USING (call_id)
-            WHERE r.started_at >= $s AND r.started_at < $u GROUP BY r.workload
+            WHERE r.started_at >= $since AND r.started_at < $until GROUP BY r.workload
             ORDER BY invoice DESC NULLS LAST, r.workload""", args)
     untraced = None
     if _relation_exists(con, "untraced_costs"):

@@ -8,6 +8,9 @@ else estimated), the prefill shares of time and money, and TTFT/ITL p50/p95 per 
 - `phaselens explain NAME --format json` and the sentences of `phaselens explain NAME`;
 - the report's JSON (`report.json`) and CSV (`workloads.csv`) for the same period,
 
+and the bill against the traces (billed and estimated USD, cells with a gap) from `phaselens reconcile --format
+json`, the dashboard's Reconciliation page and the report's JSON,
+
 and finds them equal: counts and money exactly, shares to float summation noise (1e-12 relative; the report's
 files round floats to 6 decimals, so against them to 1e-6), percentiles exactly (one sketch method everywhere), and
 every displayed figure equal to the others' value shown in the same format.
@@ -75,7 +78,8 @@ def surfaces(sample_db, tmp_path_factory):
     report = json.loads((out / "report.json").read_text())
     with (out / "workloads.csv").open() as f:
         report_csv = {r["workload"]: r for r in csv.DictReader(f)}
-    return {"workloads": workloads, "explain": explained, "sentences": sentences, "report": report,
+    reconcile = json.loads(run_cli("reconcile", "--db", db, "--since", SINCE, "--until", UNTIL, "--format", "json"))
+    return {"reconcile": reconcile, "workloads": workloads, "explain": explained, "sentences": sentences, "report": report,
             "report_workloads": {r["workload"]: r for r in report["workloads"]}, "report_csv": report_csv}
 
 
@@ -160,3 +164,21 @@ def test_the_one_percentile_is_within_its_bound_of_exact(sample_db, surfaces):
                     continue
                 exact = nearest_rank(values, p)
                 assert abs(shown - exact) <= PERCENTILE_ERROR * exact + 1e-12, (name, metric, p, shown, exact)
+
+
+def test_reconciliation_is_the_same_bill_everywhere(sample_db, surfaces, monkeypatch):
+    cells = surfaces["reconcile"]
+    assert cells, "the sample day has billing"
+    billed = sum(Decimal(c["billed_cost_usd"] or 0) for c in cells)
+    estimated = sum(Decimal(c["estimated_cost_usd"] or 0) for c in cells)
+    gaps = sum(c["cause"] != "ok" for c in cells)
+    rec = surfaces["report"]["reconciliation"]
+    assert sum(Decimal(p["billed"] or 0) for p in rec["providers"]) == billed
+    assert sum(Decimal(p["estimated"] or 0) for p in rec["providers"]) == estimated
+    assert rec["gap_count"] == sum(c["status"] != "ok" for c in cells)
+    at = render(sample_db, "reconciliation", monkeypatch, {"from": [DAY], "to": [DAY]})
+    assert_clean(at)
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Billed (USD)"] == usd(billed)
+    assert shown["Estimated from traces (USD)"] == usd(estimated)
+    assert any(f"{count(gaps)} of {count(len(cells))} cells have a gap" in c.value for c in at.caption)
