@@ -163,7 +163,7 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
-        stage("workloads", lambda: con.execute(sql_text("workloads")))
+        stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
         stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
         stage("audits", lambda: run_audits(con))  # invariants of the built store; a failure rolls all back
         con.execute(

@@ -229,6 +229,7 @@ def _write_relations(
     for view, (source, select) in OPTIONAL_INPUTS.items():
         body = select if relation_exists(con, source) else EMPTY_INPUTS[view]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {body}")
+    con.execute(sql_text("sketch_macros").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
     con.execute(f"CREATE OR REPLACE TEMP VIEW _pl_calls AS SELECT * FROM requests WHERE {_calls_filter(days)}")
     for name in PARTITION_FILES:
         con.execute(sql_text(name))
@@ -251,6 +252,7 @@ def _write_relations(
 def _finish_snapshot(path: Path, store: Path | str, basis: str, computed: str) -> None:
     """Create the read macros and the meta row inside the new snapshot (opened as its own database)."""
     with duckdb.connect(str(path)) as snap:
+        snap.execute(sql_text("sketch_macros"))
         snap.execute(sql_text("rollup_macros"))
         for name, needs in OPTIONAL_MACROS.items():
             if all(relation_exists(snap, r) for r in needs):

@@ -7,6 +7,7 @@ import streamlit as st
 
 from phaselens.app import charts, queries
 from phaselens.app.ui import context, count, no_calls
+from phaselens.pipeline.read_model import PERCENTILE_METHOD
 
 SLO_METRICS = {"ttft_p95_s": "TTFT p95", "ttft_p50_s": "TTFT p50", "itl_p95_s": "ITL p95", "itl_p50_s": "ITL p50",
                "e2e_p95_s": "e2e p95", "e2e_p50_s": "e2e p50"}
@@ -31,7 +32,7 @@ st.title("Latency")
 if not no_calls(ctx):
     group = st.radio("Series", list(GROUPS), format_func=GROUPS.get, horizontal=True, key="latency_group")
     pc = queries.load_percentiles(ctx.snapshot, ctx.filters, ctx.bin, group)
-    st.caption(f"p50 (solid) and p95 (dashed) per {ctx.bin} (UTC), from merged log histograms (within 3% of exact).")
+    st.caption(f"p50 (solid) and p95 (dashed) per {ctx.bin} (UTC); percentiles: {PERCENTILE_METHOD}.")
     for metric, name, unit in [("ttft_s", "TTFT", "s"), ("itl_s", "ITL", "s per output token")]:
         d = pc[pc["metric"] == metric]
         st.subheader(f"{name} over time")

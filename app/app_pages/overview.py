@@ -6,6 +6,7 @@ import streamlit as st
 
 from phaselens.app import charts, queries
 from phaselens.app.ui import context, count, no_calls, pct, seconds, usd
+from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
 
 ctx = context()
 st.title("Overview")
@@ -14,13 +15,16 @@ if not no_calls(ctx):
     t = queries.load_totals(ctx.snapshot, ctx.filters)
     c = st.columns(4)
     c[0].metric("Calls", count(t["calls"]), help="Model calls in the period and filters.")
-    c[1].metric("Cost (estimated, USD)", usd(t["cost_usd"]),
-                help=f"At list/price-book prices; {count(t['unpriced_calls'])} calls have no known price and are not in it.")
+    c[1].metric("Cost (USD)", usd(t["cost_usd_best"]),
+                help=f"{COST_HEADLINE.capitalize()} (estimate at list/price-book prices: {usd(t['cost_usd'])}); "
+                     f"{count(t['unpriced_calls'])} calls have no known price and are not in it.")
     c[2].metric("Prefill share of time", pct(t["prefill_time_share"]),
                 help=f"Time to first token over call time, on {count(t['split_calls'])} calls with both phases timed.")
     c[3].metric("Prefill share of cost", pct(t["prefill_cost_share"]), help="Input-side (prefill) USD over total USD.")
+    st.caption(f"Cost: {COST_HEADLINE} ({count(t['invoice_calls'])} of {count(t['calls'])} calls billed). "
+               f"Percentiles: {PERCENTILE_METHOD}.")
     c = st.columns(4)
-    c[0].metric("TTFT p50", seconds(t["ttft_p50_s"]), help="Time to first token, median (from log histograms, ±3%).")
+    c[0].metric("TTFT p50", seconds(t["ttft_p50_s"]), help=f"Time to first token, median ({PERCENTILE_METHOD}).")
     c[1].metric("TTFT p95", seconds(t["ttft_p95_s"]))
     c[2].metric("ITL p50", seconds(t["itl_p50_s"]), help="Inter-token latency per output token after the first.")
     c[3].metric("ITL p95", seconds(t["itl_p95_s"]))
@@ -49,14 +53,14 @@ if not no_calls(ctx):
         # names and levers are shown as text: a workload name is never read as Markdown or HTML
         st.text(f"{r.workload} · time: {time_phase} — {time_lever}\n"
                 f"{r.workload} · money: {money_phase} — {cost_lever}")
-    table = wl[["workload", "dominant_latency_phase", "dominant_cost_phase", "calls", "cost_usd",
+    table = wl[["workload", "dominant_latency_phase", "dominant_cost_phase", "calls", "cost_usd_best",
                 "prefill_time_share", "prefill_cost_share", "ttft_p95_s", "itl_p50_s", "shape_class"]].copy()
-    table["cost_usd"] = table["cost_usd"].astype(float)
+    table["cost_usd_best"] = table["cost_usd_best"].astype(float)
     st.dataframe(
         table, hide_index=True, width="stretch",
         column_config={
             "workload": "Workload", "calls": st.column_config.NumberColumn("Calls", format="%d"),
-            "cost_usd": st.column_config.NumberColumn("Cost (USD)", format="$%.2f"),
+            "cost_usd_best": st.column_config.NumberColumn("Cost (USD)", format="$%.2f", help=COST_HEADLINE.capitalize()),
             "prefill_time_share": st.column_config.ProgressColumn("Prefill share of time", min_value=0, max_value=1, format="percent"),
             "dominant_latency_phase": "Dominant phase (time)",
             "prefill_cost_share": st.column_config.ProgressColumn("Prefill share of cost", min_value=0, max_value=1, format="percent"),

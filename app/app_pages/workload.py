@@ -9,6 +9,7 @@ import streamlit as st
 
 from phaselens.app import charts, queries
 from phaselens.app.ui import context, count, empty_state, md_text, no_calls, pct, seconds, usd
+from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
 
 COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
                 "cache_write_usd": "cache write", "output_usd": "output"}
@@ -73,13 +74,17 @@ if not no_calls(ctx):
     f = replace(ctx.filters, workloads=(name,))
     row = wl.set_index("workload").loc[name]
 
-    c = st.columns(6)
+    # the workload's headline figures, the same numbers `phaselens workloads`, `explain` and the reports give
+    c = st.columns(4)
     c[0].metric("Calls", count(row["calls"]))
-    c[1].metric("Cost (estimated, USD)", usd(row["cost_usd"]))
+    c[1].metric("Cost (USD)", usd(row["cost_usd_best"]), help=f"{COST_HEADLINE.capitalize()}.")
     c[2].metric("Prefill share of time", pct(row["prefill_time_share"]), help=f"dominant: {row['dominant_latency_phase']}")
     c[3].metric("Prefill share of cost", pct(row["prefill_cost_share"]), help=f"dominant: {row['dominant_cost_phase']}")
-    c[4].metric("TTFT p95", seconds(row["ttft_p95_s"]))
-    c[5].metric("ITL p50", seconds(row["itl_p50_s"]))
+    c = st.columns(4)
+    c[0].metric("TTFT p50", seconds(row["ttft_p50_s"]), help=f"Percentiles: {PERCENTILE_METHOD}.")
+    c[1].metric("TTFT p95", seconds(row["ttft_p95_s"]))
+    c[2].metric("ITL p50", seconds(row["itl_p50_s"]))
+    c[3].metric("ITL p95", seconds(row["itl_p95_s"]))
 
     st.subheader("Diagnosis")
     if isinstance(row["diagnosis"], str):
