@@ -46,7 +46,10 @@ def seconds_of(text: str) -> float:
 
 
 def money(x) -> str:
-    return f"${float(x):,.2f}"
+    """Dollars to the cent, rounded half up."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return f"${Decimal(str(x)).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,.2f}"
 
 
 def nearest_rank(values: list[float], p: float) -> float:
@@ -98,7 +101,7 @@ def test_overview_numbers_equal_the_views(sample_db, monkeypatch):
     # prefill share of time as workloads.sql defines it, over the whole store
     pre, dec = store_rows(sample_db, "SELECT sum(coalesce(ttft_s, prefill_s)) FILTER (WHERE decode_s IS NOT NULL), "
                                      "sum(decode_s) FILTER (WHERE coalesce(ttft_s, prefill_s) IS NOT NULL) FROM requests")[0]
-    assert metric(at, "Prefill share of time") == f"{100 * pre / (pre + dec):.0f}%"
+    assert metric(at, "Prefill share of time") == f"{100 * pre / (pre + dec):.1f}%"
     ttft = [r[0] for r in store_rows(sample_db, "SELECT ttft_s FROM requests WHERE ttft_s IS NOT NULL")]
     itl = [r[0] for r in store_rows(sample_db, "SELECT itl_s FROM requests WHERE itl_s IS NOT NULL")]
     for label, values, p in [("TTFT p50", ttft, 0.5), ("TTFT p95", ttft, 0.95), ("ITL p50", itl, 0.5)]:
