@@ -313,7 +313,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             s.inside()
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))
             s.splice(SLICED["attribution"])
-            stage("workloads", lambda: con.execute(sql_text("workloads")))
+            stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
             s.inside()
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])
