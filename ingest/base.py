@@ -181,7 +181,6 @@ class Adapter(Protocol):
 
     name: ClassVar[str]
     kind: ClassVar[Kind]
-    priority: ClassVar[int]  # lower sniffs first
 
     def sniff(self, src: SourceFile) -> bool: ...
 

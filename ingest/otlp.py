@@ -141,7 +141,6 @@ class OtlpJsonAdapter:
 
     name: ClassVar[str] = "otlp_json"
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 10
 
     def sniff(self, src: SourceFile) -> bool:
         return _looks_like_otlp(src)

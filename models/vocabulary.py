@@ -76,6 +76,17 @@ def normalize_provider(raw: str | None) -> str | None:
     return PROVIDER_ALIASES.get(key, key)
 
 
+UNASSIGNED_WORKLOAD = "unassigned"
+"""The workload of a call that has neither a feature tag nor a service."""
+
+
+def default_workload_sql(hint: str = "workload_hint", service: str = "service") -> str:
+    """The default workload rule as a SQL expression over two columns: the call's feature tag, else its
+    service, else `unassigned` (a blank tag or service counts as missing). The workload rules of the
+    configuration run first; SQL files write it as `default_workload(hint, service)` (see `sql_text`)."""
+    return f"coalesce(nullif({hint}, ''), nullif({service}, ''), '{UNASSIGNED_WORKLOAD}')"
+
+
 def _sql_string(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from phaselens.models.config import Config, WorkloadRule
+from phaselens.models.vocabulary import default_workload_sql
 
 from . import telemetry
 from .audits import run_audits
@@ -60,7 +61,7 @@ def workload_rules_sql(rules: list[WorkloadRule]) -> tuple[str, dict[str, str]]:
             conds.append(f"regexp_matches(coalesce(json_extract_string(attributes_json, {bind(path)}), ''), {bind(pattern)})")
         whens.append(f"WHEN {' AND '.join(conds)} THEN {bind(rule.name)}")
     case = f"CASE {' '.join(whens)} ELSE {{default}} END" if whens else "{default}"
-    default = "coalesce(nullif(workload_hint, ''), nullif(service, ''), 'unassigned')"
+    default = default_workload_sql()
     sql = (
         "CREATE OR REPLACE TABLE call_workload AS\n"
         f"SELECT call_id, {case.format(default=default)} AS workload FROM raw_calls"

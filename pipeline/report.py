@@ -33,6 +33,7 @@ from phaselens.models.text import csv_cell, md_text
 
 from . import telemetry
 from .errors import PhaselensError, StoreError
+from .store import relation_exists
 
 # A workload "moved" when a number changed by at least this share (and money by at least MOVE_MIN_USD).
 MOVE_MIN_CHANGE = 0.10
@@ -83,12 +84,6 @@ SELECT count(*), count(*) FILTER (WHERE timing_source = 'estimated'), count(*) F
        count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE ttft_s IS NULL AND decode_s IS NULL)
 FROM requests WHERE started_at >= $s AND started_at < $u
 """
-
-
-def _relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    sql = ("SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
-           "SELECT view_name FROM duckdb_views()) WHERE n = ?")
-    return con.execute(sql, [name]).fetchall()[0][0] > 0
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> list[dict[str, Any]]:
@@ -162,7 +157,7 @@ RECONCILIATION_WHERE = "CAST(day AS TIMESTAMP) < $u AND CAST(day AS TIMESTAMP) +
 
 def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any] | None:
     """The period's reconciliation cells, per-provider summary, gaps and invoice-true cost; None without billing data."""
-    if not _relation_exists(con, "reconciliation"):
+    if not relation_exists(con, "reconciliation"):
         return None
     have = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE reconciliation)").fetchall()}
     args = {"s": p.start, "u": p.end}
@@ -179,14 +174,14 @@ def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any]
                   key=lambda r: (-abs(r.get("cost_delta_usd") or 0), r["provider"], r["model"] or "", r["day"],
                                  r["token_type"]))
     invoice = []
-    if _relation_exists(con, "invoice_costs"):
+    if relation_exists(con, "invoice_costs"):
         invoice = _rows(con, """
             SELECT r.workload, sum(r.cost_usd) AS estimated, sum(i.cost_usd_invoice) AS invoice
             FROM requests r LEFT JOIN invoice_costs i USING (call_id)
             WHERE r.started_at >= $s AND r.started_at < $u GROUP BY r.workload
             ORDER BY invoice DESC NULLS LAST, r.workload""", args)
     untraced = None
-    if _relation_exists(con, "untraced_costs"):
+    if relation_exists(con, "untraced_costs"):
         untraced = con.execute(f"SELECT sum(untraced_cost_usd) FROM untraced_costs WHERE {RECONCILIATION_WHERE}",
                                args).fetchall()[0][0]
     return {"table": table, "providers": providers, "gaps": gaps[:GAP_ROWS], "gap_count": len(gaps),
@@ -209,7 +204,7 @@ def note_lines(n: dict[str, int]) -> list[str]:
 
 def gather(con: duckdb.DuckDBPyConnection, period: Period) -> dict[str, Any]:
     """Everything a report shows for `period` (money in USD, times in seconds), read from the built store."""
-    if not _relation_exists(con, "workloads"):
+    if not relation_exists(con, "workloads"):
         raise StoreError("the store has not been built yet", "run `phaselens build` after `phaselens ingest`")
     previous = period.previous()
     current, before = _workloads(con, period), _workloads(con, previous)

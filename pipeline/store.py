@@ -12,6 +12,7 @@ Public views (the read model; see docs/store.md): `requests`, `billing_lines`, `
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from phaselens.models.vocabulary import sql_macros
+from phaselens.models.vocabulary import default_workload_sql, sql_macros
 from phaselens.models import BillingLine, LlmCall, Reject, Settings
 from phaselens.models.schema import create_table_sql
 
@@ -49,9 +50,25 @@ CREATE TABLE IF NOT EXISTS raw_loads (
 META_DDL = "CREATE TABLE IF NOT EXISTS phaselens_meta (key VARCHAR PRIMARY KEY, value VARCHAR)"
 
 
+_DEFAULT_WORKLOAD = re.compile(r"\bdefault_workload\(\s*([\w.]+)\s*,\s*([\w.]+)\s*\)")
+
+
 def sql_text(name: str) -> str:
-    """The text of `pipeline/sql/<name>.sql`."""
-    return resources.files("phaselens.pipeline").joinpath("sql", f"{name}.sql").read_text()
+    """The text of `pipeline/sql/<name>.sql`, with `default_workload(hint, service)` written out as the one
+    default workload rule (`models.vocabulary.default_workload_sql`), so the SQL runs on any engine."""
+    text = resources.files("phaselens.pipeline").joinpath("sql", f"{name}.sql").read_text()
+    return _DEFAULT_WORKLOAD.sub(lambda m: default_workload_sql(m[1], m[2]), text)
+
+
+def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether a table or view `name` exists in the store (the connection's current database) or among the
+    connection's temporary relations (registered Arrow data included); an attached database's do not count."""
+    sql = (
+        "SELECT count(*) FROM (SELECT table_name AS n, database_name AS d FROM duckdb_tables() "
+        "UNION ALL SELECT view_name, database_name FROM duckdb_views() WHERE NOT internal) "
+        "WHERE n = ? AND d IN (current_database(), 'temp')"
+    )
+    return con.execute(sql, [name]).fetchone()[0] > 0
 
 
 def connect(db: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
