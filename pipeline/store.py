@@ -12,7 +12,6 @@ Public views (the read model; see docs/store.md): `requests`, `billing_lines`, `
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from phaselens.models.vocabulary import default_workload_sql, sql_macros
+from phaselens.models.vocabulary import expand_sql_rules, sql_macros
 from phaselens.models import BillingLine, LlmCall, Reject, Settings
 from phaselens.models.schema import create_table_sql
 
@@ -42,7 +41,7 @@ CREATE TABLE IF NOT EXISTS raw_loads (
   duplicates BIGINT,          -- records already in the store (same call or line from another file)
   rejected BIGINT,            -- records quarantined in rejects
   skipped BIGINT,             -- valid records that are not model calls (HTTP, tool, agent spans)
-  status VARCHAR,             -- loaded | unchanged | empty | failed
+  status VARCHAR,             -- loaded | partial | unchanged | empty | failed
   message VARCHAR
 )
 """
@@ -50,14 +49,11 @@ CREATE TABLE IF NOT EXISTS raw_loads (
 META_DDL = "CREATE TABLE IF NOT EXISTS phaselens_meta (key VARCHAR PRIMARY KEY, value VARCHAR)"
 
 
-_DEFAULT_WORKLOAD = re.compile(r"\bdefault_workload\(\s*([\w.]+)\s*,\s*([\w.]+)\s*\)")
-
-
 def sql_text(name: str) -> str:
-    """The text of `pipeline/sql/<name>.sql`, with `default_workload(hint, service)` written out as the one
-    default workload rule (`models.vocabulary.default_workload_sql`), so the SQL runs on any engine."""
-    text = resources.files("phaselens.pipeline").joinpath("sql", f"{name}.sql").read_text()
-    return _DEFAULT_WORKLOAD.sub(lambda m: default_workload_sql(m[1], m[2]), text)
+    """The text of `pipeline/sql/<name>.sql`, with the shared rules it calls (`default_workload(hint, service)`,
+    `itl_split(decode, output_tokens)`) written out from their one definition (`models.vocabulary.SQL_RULES`),
+    so the SQL runs on any engine."""
+    return expand_sql_rules(resources.files("phaselens.pipeline").joinpath("sql", f"{name}.sql").read_text())
 
 
 def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:

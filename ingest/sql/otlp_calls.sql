@@ -2,7 +2,7 @@
 -- identity (call id, span, locator, service...) from the earliest span; start from the earliest, end from the
 -- latest (the span that saw the stream end); tokens and cost from the span that carries the most token counts
 -- (inner spans win ties: they are closest to the wire), never summed across spans; TTFT from the span that
--- measured it (attribute, then chunk events), as the first token's time after the call's start.
+-- measured it (server phases, then a TTFT attribute, kept as stated, then chunk events, timed from the call's start).
 CREATE OR REPLACE TEMP TABLE otlp_calls AS
 WITH g AS (
   SELECT s.*, l.label,
@@ -38,7 +38,9 @@ pick AS (
 joined AS (
   SELECT
     p.*,
-    CASE WHEN tim.first_token_at IS NOT NULL
+    -- a TTFT the span states itself is kept as stated; one from chunk events is timed from the call's start
+    CASE WHEN tim._ttft_basis = 'span_attribute' THEN tim.ttft_s
+         WHEN tim.first_token_at IS NOT NULL
          THEN epoch_us(tim.first_token_at) / 1e6 - (g_start_ns // 1000) / 1e6 END AS g_ttft,
     coalesce(CASE WHEN tok.convention = 'vllm' THEN tok.e2e_s END, (g_end_ns - g_start_ns) / 1e9) AS g_e2e
   FROM pick p
@@ -73,8 +75,9 @@ SELECT
   CASE WHEN n_spans = 1 THEN tok.decode_s WHEN tok.operation = 'embeddings' THEN 0.0
        ELSE coalesce(CASE WHEN tim._ttft_basis = 'server_phases' THEN tim.decode_s END, g_e2e - g_ttft) END AS decode_s,
   CASE WHEN n_spans = 1 THEN tok.itl_s
-       WHEN tok.operation <> 'embeddings' AND tok.output_tokens > 1
-       THEN coalesce(CASE WHEN tim._ttft_basis = 'server_phases' THEN tim.decode_s END, g_e2e - g_ttft) / (tok.output_tokens - 1) END AS itl_s,
+       WHEN tok.operation <> 'embeddings'
+       THEN itl_split(coalesce(CASE WHEN tim._ttft_basis = 'server_phases' THEN tim.decode_s END, g_e2e - g_ttft), tok.output_tokens)
+  END AS itl_s,
   coalesce(tim.itl_p50_s, tok.itl_p50_s) AS itl_p50_s,
   coalesce(tim.itl_p95_s, tok.itl_p95_s) AS itl_p95_s,
   CASE WHEN n_spans = 1 THEN tok.timing_source WHEN g_ttft IS NULL THEN 'none' ELSE tim.timing_source END AS timing_source,

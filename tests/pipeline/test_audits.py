@@ -154,8 +154,30 @@ def test_a_broken_relation_stops_the_build_and_keeps_the_previous_store(built, m
     monkeypatch.setattr(store_mod, "sql_text", broken)
     monkeypatch.setattr(build_mod, "sql_text", broken, raising=False)
     with pytest.raises(AuditError) as err:
-        build(built, load_config(BATCH / "phaselens.toml"))
+        build(built, load_config(BATCH / "phaselens.toml"), full=True)
     message = str(err.value)
     assert "call_attribution_once" in message and doubled in message and "rows_in_call_attribution=2" in message
     assert built.execute("SELECT count(*), count(DISTINCT call_id) FROM call_attribution").fetchone() == before
     assert built.execute("SELECT value FROM phaselens_meta WHERE key = 'built_at'").fetchone() == built_at
+
+
+def test_an_incremental_build_runs_the_audits_too(tmp_path):
+    con = connect(tmp_path / "store.duckdb")
+    try:
+        config = load_config(BATCH / "phaselens.toml")
+        ingest(con, [str(BATCH / "traces" / "litellm.2026-11-16.jsonl"), str(BATCH / "billing")])
+        build(con, config)
+        # a raw row damaged outside any build: the next (incremental) build's audits must see it
+        (damaged,) = con.execute("SELECT min(call_id) FROM raw_calls").fetchone()
+        con.execute("UPDATE raw_calls SET output_tokens = -3 WHERE call_id = ?", [damaged])
+        before = con.execute("SELECT count(*) FROM call_attribution").fetchone()
+        ingest(con, [str(BATCH / "traces" / "litellm.2026-11-17.jsonl")])
+        with pytest.raises(AuditError) as err:
+            build(con, config)
+        assert err.value.audit == "no_negative_tokens_or_durations" and damaged in str(err.value)
+        assert con.execute("SELECT count(*) FROM call_attribution").fetchone() == before  # the new day rolled back
+        con.execute("UPDATE raw_calls SET output_tokens = 3 WHERE call_id = ?", [damaged])
+        result = build(con, config)  # the same incremental build, repaired
+        assert not result.full and result.calls > before[0]
+    finally:
+        con.close()

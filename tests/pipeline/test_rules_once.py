@@ -58,3 +58,26 @@ def test_relation_exists_sees_the_store_and_temporary_relations_only(store, tmp_
     store.execute(f"ATTACH '{other}' AS other")
     store.execute("CREATE TABLE other.only_there (x INT)")
     assert not relation_exists(store, "only_there")
+
+
+def test_the_itl_split_is_written_once_and_agrees_in_python_and_sql(store):
+    import re
+
+    from phaselens.models.vocabulary import itl_per_token, itl_split_sql
+
+    root = SQL_DIR.parents[1]
+    inline = []
+    for path in [*root.glob("pipeline/sql/*.sql"), *root.glob("ingest/sql/*.sql"), *root.glob("ingest/*.py"),
+                 *root.glob("pipeline/*.py")]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("--")[0] if path.suffix == ".sql" else line.split("#")[0]
+            # chunk-gap ITLs rescale chunks to tokens, a different formula
+            if re.search(r"/\s*\((\w+\.)?output_tokens - 1\)", code) and "chunk_ns" not in code:
+                inline.append(f"{path.relative_to(root)}:{n}")
+    assert inline == []
+    assert "itl_split(" in (SQL_DIR / "latency_call_timing.sql").read_text()
+    assert itl_split_sql("out_decode_s", "output_tokens") in sql_text("latency_call_timing")
+    for decode, tokens in [(1.0, 11), (0.5, 2), (0.5, 1), (0.5, 0), (None, 5), (0.5, None)]:
+        sql = itl_split_sql("CAST($d AS DOUBLE)", "CAST($n AS BIGINT)")
+        (in_sql,) = store.execute(f"SELECT {sql}", {"d": decode, "n": tokens}).fetchone()
+        assert in_sql == itl_per_token(decode, tokens), (decode, tokens)
