@@ -307,7 +307,6 @@ class Adapter(Protocol):
 
     name: ClassVar[str]
     kind: ClassVar[Kind]
-    priority: ClassVar[int]  # lower sniffs first
 
     def sniff(self, src: SourceFile) -> bool: ...
 

@@ -146,7 +146,6 @@ class AIPerfAdapter:
 
     name: ClassVar[str] = SOURCE
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 46
 
     def sniff(self, src: SourceFile) -> bool:
         """True for per-request records (`metadata` + `metrics` of `{value, unit}`) or an aggregate export."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from phaselens.models import LlmCall, Reject, Skip
 from phaselens.models.records import truncate_raw
+from phaselens.models.vocabulary import itl_per_token
 
 from . import jsonread
 from .base import SourceFile
@@ -230,7 +231,7 @@ def derive_timing(e2e_s: float | None, ttft_s: float | None, output_tokens: int 
     if ttft_s is not None and e2e_s is not None and ttft_s > e2e_s:
         ttft_s = None
     decode_s = e2e_s - ttft_s if e2e_s is not None and ttft_s is not None else None
-    itl_s = decode_s / (output_tokens - 1) if decode_s is not None and output_tokens and output_tokens > 1 else None
+    itl_s = itl_per_token(decode_s, output_tokens)
     return {"e2e_s": e2e_s, "ttft_s": ttft_s, "prefill_s": ttft_s, "decode_s": decode_s, "itl_s": itl_s,
             "timing_source": "measured" if ttft_s is not None else "none"}
 

@@ -24,6 +24,8 @@ from typing import ClassVar
 import duckdb
 import pyarrow as pa
 
+from phaselens.models.vocabulary import expand_sql_rules
+
 from . import conventions
 from .base import SourceFile, StageCounts, UnreadableFile
 
@@ -96,7 +98,7 @@ CHUNK_BYTES = 64 * 1024 * 1024  # lines per DuckDB pass: bounds memory whatever 
 
 
 def _sql(name: str) -> str:
-    return resources.files("phaselens.ingest").joinpath("sql", f"{name}.sql").read_text()
+    return expand_sql_rules(resources.files("phaselens.ingest").joinpath("sql", f"{name}.sql").read_text())
 
 
 def _in_list(values: tuple[str, ...]) -> str:
@@ -150,7 +152,6 @@ class OtlpJsonAdapter:
 
     name: ClassVar[str] = "otlp_json"
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 10
 
     def sniff(self, src: SourceFile) -> bool:
         return _looks_like_otlp(src)

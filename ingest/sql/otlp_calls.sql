@@ -75,8 +75,9 @@ SELECT
   CASE WHEN n_spans = 1 THEN tok.decode_s WHEN tok.operation = 'embeddings' THEN 0.0
        ELSE coalesce(CASE WHEN tim._ttft_basis = 'server_phases' THEN tim.decode_s END, g_e2e - g_ttft) END AS decode_s,
   CASE WHEN n_spans = 1 THEN tok.itl_s
-       WHEN tok.operation <> 'embeddings' AND tok.output_tokens > 1
-       THEN coalesce(CASE WHEN tim._ttft_basis = 'server_phases' THEN tim.decode_s END, g_e2e - g_ttft) / (tok.output_tokens - 1) END AS itl_s,
+       WHEN tok.operation <> 'embeddings'
+       THEN itl_split(coalesce(CASE WHEN tim._ttft_basis = 'server_phases' THEN tim.decode_s END, g_e2e - g_ttft), tok.output_tokens)
+  END AS itl_s,
   coalesce(tim.itl_p50_s, tok.itl_p50_s) AS itl_p50_s,
   coalesce(tim.itl_p95_s, tok.itl_p95_s) AS itl_p95_s,
   CASE WHEN n_spans = 1 THEN tok.timing_source WHEN g_ttft IS NULL THEN 'none' ELSE tim.timing_source END AS timing_source,

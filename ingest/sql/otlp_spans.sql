@@ -162,8 +162,7 @@ SELECT
   CASE WHEN operation = 'embeddings' THEN e2e ELSE coalesce(server_prefill, ttft_any) END AS prefill_s,
   CASE WHEN operation = 'embeddings' THEN 0.0 ELSE coalesce(server_decode, e2e - ttft_any) END AS decode_s,
   CASE WHEN operation <> 'embeddings' AND tpot IS NOT NULL THEN tpot
-       WHEN operation <> 'embeddings' AND output_tokens > 1
-       THEN coalesce(server_decode, e2e - ttft_any) / (output_tokens - 1) END AS itl_s,
+       WHEN operation <> 'embeddings' THEN itl_split(coalesce(server_decode, e2e - ttft_any), output_tokens) END AS itl_s,
   -- Per-call ITL from chunk events, per token (a chunk may carry several tokens; dropped chunks count too).
   CASE WHEN len(chunk_ns) > 2 AND output_tokens > 1 THEN
     list_aggregate(list_transform(list_zip(chunk_ns[2:], chunk_ns[:-1]), lambda p: (p[1] - p[2]) / 1e9), 'quantile_cont', 0.5)
