@@ -23,6 +23,7 @@ flat AS (
     lower(x.traceId) AS trace_id, lower(x.spanId) AS span_id, nullif(lower(x.parentSpanId), '') AS parent_span_id,
     TRY_CAST(x.startTimeUnixNano AS HUGEINT) AS start_ns0,
     TRY_CAST(x.endTimeUnixNano AS HUGEINT) AS end_ns,
+    nullif(x.endTimeUnixNano, '') IS NOT NULL AND TRY_CAST(x.endTimeUnixNano AS HUGEINT) IS NULL AS end_garbage,
     x.status.code AS status_code,
     x.events AS events,
     coalesce(TRY_CAST(x.droppedEventsCount AS BIGINT), 0) AS dropped_events,
@@ -33,8 +34,10 @@ flat AS (
     list_transform(list_filter(x.attributes, lambda a: NOT otlp_is_content(a.key)), lambda a: otlp_value(a.value)) AS v
   FROM spans
 ),
-conv AS (
-  SELECT *, start_ns0 AS start_ns FROM flat
+conv AS (  -- each attribute lookup of the conventions once, as _r0, _r1, ... (ingest/conventions.py)
+  SELECT *, start_ns0 AS start_ns,
+    {{CONVENTION_RAW_COLUMNS}}
+  FROM flat
 ),
 typed AS (
   SELECT
@@ -193,7 +196,7 @@ SELECT
   CASE
     WHEN _kind = 'skip' THEN NULL
     WHEN coalesce(trace_id, '') = '' OR coalesce(span_id, '') = '' THEN 'missing_field'
-    WHEN NOT start_ok OR (end_ns IS NOT NULL AND NOT end_ok) THEN 'bad_timestamp'
+    WHEN NOT start_ok OR (end_ns IS NOT NULL AND NOT end_ok) OR end_garbage THEN 'bad_timestamp'
     WHEN end_ns IS NOT NULL AND end_ns < start_ns THEN 'end_before_start'
     WHEN (input_tokens_raw IS NOT NULL AND input_tokens IS NULL) OR (cache_read_tokens_raw IS NOT NULL AND cache_read_tokens IS NULL)
       OR (cache_write_tokens_raw IS NOT NULL AND cache_write_tokens IS NULL) OR (output_tokens_raw IS NOT NULL AND output_tokens IS NULL)
