@@ -304,7 +304,7 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
     skipped += merged
     # fetchall, not fetchone: an open result would keep the registered chunk in use
     total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
-    for t in ("otlp_calls", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
+    for t in ("otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return StageCounts(accepted=accepted, rejected=rejected + bad_lines, skipped=skipped), total_lines - bad_lines
 
