@@ -255,7 +255,7 @@ class SourceFile:
         text = self.head_text.lstrip()
         if not text or text[0] not in "[{":
             return None
-        first_line = text.split("\n", 1)[0]
+        first_line = text.splitlines()[0]  # LF, CRLF or a bare CR ends it
         for candidate in (first_line, text):
             try:
                 return json.loads(candidate)

@@ -144,9 +144,15 @@ def open_table(src: SourceFile) -> Table:
         """Rows after the header, located by the line they end on; blank lines are not rows."""
         with src.open_text() as f:
             reader = csv.reader(f, delimiter=delimiter)
-            names = next(reader, None)
-            if names is None:
-                return
+            names = None
+            while not names or all(not x.strip() for x in names):  # blank lines before the header
+                try:
+                    names = next(reader)
+                except StopIteration:
+                    return
+                except csv.Error:
+                    names = None  # the header itself is checked by the caller (require_columns)
+                    continue
             names = [n.strip() for n in names]
             keys = [column_key(n) for n in names]
             while True:
