@@ -106,8 +106,16 @@ def _in_list(values: tuple[str, ...]) -> str:
 def spans_sql() -> str:
     """sql/otlp_spans.sql with the column expressions generated from the conventions table."""
     return (_sql("otlp_spans").replace("{{CONVENTION_COLUMNS}}", conventions.sql_columns())
+            .replace("{{CONVENTION_RAW_COLUMNS}}", conventions.raw_columns())
             .replace("{{NOT_CALLS}}", _in_list(conventions.NOT_CALLS))
             .replace("{{EMBEDDING_OPS}}", _in_list(tuple(x.lower() for x in conventions.EMBEDDING_OPS))))
+
+
+@functools.cache
+def merge_sql() -> str:
+    """sql/otlp_merge.sql with the provider SDKs' own scopes from the conventions table."""
+    like = " OR ".join("_scope LIKE '" + x.replace("'", "''") + "%'" for x in conventions.SDK_SCOPES) or "false"
+    return _sql("otlp_merge").replace("{{SDK_SCOPE}}", f"({like})")
 
 
 MERGE_ROUNDS = 4  # label propagation rounds: enough for chains of up to 2**4 spans of one call
@@ -226,7 +234,7 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
     )
     con.execute(spans_sql(), {"display": display, "keep": keep})
     con.execute(_sql("otlp_prefix"))
-    con.execute(_sql("otlp_merge"))
+    con.execute(merge_sql())
     for _ in range(MERGE_ROUNDS):
         con.execute(_sql("otlp_merge_step"))
     con.execute(_sql("otlp_calls"))

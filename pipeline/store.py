@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from phaselens.ingest.normalize import sql_macros
+from phaselens.models.vocabulary import sql_macros
 from phaselens.models import BillingLine, LlmCall, Reject, Settings
 from phaselens.models.schema import create_table_sql
 
