@@ -129,12 +129,21 @@ def open_table(src: SourceFile) -> Table:
             raise UnreadableFile(src.display, f"not a readable Parquet file ({e})", "check the file is complete") from e
 
         def parquet_rows() -> Iterator[Row]:
-            """Rows in batches of 8,192, numbered from 1."""
+            """Rows in batches of 8,192, numbered from 1; a row group that cannot be decoded marks the file partial."""
             n = 0
-            for batch in pf.iter_batches(batch_size=8192):
-                for rec in batch.to_pylist():
-                    n += 1
-                    yield Row.of(rec, str(n))
+            for group in range(pf.num_row_groups):
+                start = n
+                try:
+                    for batch in pf.iter_batches(batch_size=8192, row_groups=[group]):
+                        recs = batch.to_pylist()
+                        for rec in recs:
+                            n += 1
+                            yield Row.of(rec, str(n))
+                except Exception as e:  # noqa: BLE001 - pyarrow raises OSError, ArrowInvalid ... on corrupt pages
+                    rows = pf.metadata.row_group(group).num_rows
+                    src.incomplete(f"row group {group + 1} (rows {start + 1} to {start + rows}) is corrupt and was "
+                                   f"not read in full ({type(e).__name__}: {str(e)[:160]})")
+                    n = start + rows
 
         return Table(list(pf.schema_arrow.names), parquet_rows)
     header = src.csv_header() or []

@@ -197,18 +197,23 @@ def test_huge_cost_in_a_csv_rejects_one_row(store, tmp_path, value):
     assert led["rejected"] >= 1 and led["accepted"] > 0
 
 
-def test_aiperf_empty_latency_rejects_or_keeps_one_record(store, tmp_path):
+@pytest.mark.parametrize("metric,value", [("request_latency", ""), ("ttft", ""), ("inter_chunk_latency", [""]),
+                                          ("inter_chunk_latency", [10.0, "", 30.0])])
+def test_aiperf_empty_latency_rejects_or_keeps_one_record(store, tmp_path, metric, value):
     lines = (FIX / "bench/aiperf.profile_export.jsonl").read_text().splitlines()
     clean = ingest(store, [_write(tmp_path, "clean.jsonl", "\n".join(lines) + "\n")]).files[0]
     assert clean.accepted >= 2
     rec = json.loads(lines[0])
-    rec["metrics"]["request_latency"]["value"] = ""
+    rec["metrics"][metric]["value"] = value
     lines[0] = json.dumps(rec)
     p = _write(tmp_path, "profile_export.jsonl", "\n".join(lines) + "\n")
     r = ingest(store, [p], force=True).files[0]
     assert r.status == "loaded", r.message
-    assert r.accepted + r.duplicates + r.rejected + r.skipped == len(lines)
+    assert r.accepted + r.duplicates + r.rejected + r.skipped == clean.accepted + clean.rejected + clean.skipped
     assert r.accepted + r.duplicates >= clean.accepted - 1
+    if r.rejected > clean.rejected:  # the changed record: rejected for its value, not for a crash
+        assert ("bad_number", "metrics.inter_chunk_latency holds an empty value") in _rejects(store, p) \
+            or metric != "inter_chunk_latency"
 
 
 def test_aiperf_first_record_without_an_optional_key_is_still_aiperf(store, tmp_path):
