@@ -81,6 +81,8 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)  # line numbers of the kept records (from their locators)
     digest: tuple = ()
+    kind: str | None = None
+    records: int = 0  # input records behind the stored rows (a billing record may give several lines)
 
 
 @dataclass
@@ -151,8 +153,10 @@ def load_one(con, path: Path, *, digest: bool = False) -> Outcome:
             m = _LINE.match(loc[len(prefix):]) if loc and loc.startswith(prefix) else None
             if m:
                 lines.append(int(m.group(1)))
+    records = con.execute(f"SELECT count(DISTINCT source_locator) FROM {table} WHERE load_id = ?",
+                          [r.load_id]).fetchone()[0] if r.kind else 0
     return Outcome(r.status, r.message, r.adapter, kept, r.rejected, r.skipped, problems, lines,
-                   _digest(con, r.load_id, r.kind) if digest and r.kind else ())
+                   _digest(con, r.load_id, r.kind) if digest and r.kind else (), r.kind, records)
 
 
 def _blank_content(data: bytes) -> bool:
@@ -219,9 +223,12 @@ def judge(m: Mutant, out: Outcome, seed: Outcome, seed_data: bytes) -> list[str]
     elif m.kind == "value":
         if out.status == "failed" and not m.meta.get("first") and seed.status != "failed":
             bad.append(f"one changed value ({m.meta.get('how')}) failed the whole file: {out.message[:200]}")
-    if m.kind in ("bytes", "value", "cut") and out.status in ("loaded",) and out.kept < seed.kept:
-        if m.kind != "cut" and out.rejected + out.skipped <= seed.rejected + seed.skipped:
-            bad.append(f"kept {out.kept} of the seed's {seed.kept} with no more rejected or skipped "
+    # a record not stored is rejected or skipped: fewer records kept means more rejected or skipped. Billing
+    # records are counted by their locators (a result gives one line per non-zero token bucket), in a fresh store.
+    kept, seed_kept = (out.records, seed.records) if seed.kind == "billing" else (out.kept, seed.kept)
+    if m.kind in ("bytes", "value") and out.status == "loaded" and kept < seed_kept:
+        if out.rejected + out.skipped <= seed.rejected + seed.skipped:
+            bad.append(f"kept {kept} of the seed's {seed_kept} records with no more rejected or skipped "
                        f"({out.rejected}+{out.skipped} vs {seed.rejected}+{seed.skipped})")
     return bad
 
@@ -254,7 +261,7 @@ def run_adapter(adapter: str, work: Path, *, seed: int = 11, sizes: dict | None 
                 else:
                     path = work / f"{adapter}.{s_i}.{k:03d}.{m.name.replace('@', '_at_')}"
                 path.write_bytes(m.data)
-                if m.kind == "same":
+                if m.kind == "same" or (seed_out.kind == "billing" and m.kind in ("bytes", "value")):
                     mem = connect(":memory:")
                     try:
                         out = load_one(mem, path, digest=True)
