@@ -21,7 +21,7 @@ from phaselens.models import Reject
 from phaselens.models.records import truncate_raw
 
 from . import jsonread
-from .base import Record, SourceFile, UnreadableFile
+from .base import Record, SourceFile, UnreadableFile, csv_rows
 from .billing_common import LineMaker, RowError, clean, column_key, require_columns
 from .calls_common import json_lines
 
@@ -149,32 +149,23 @@ def open_table(src: SourceFile) -> Table:
     header = src.csv_header() or []
     delimiter = src.csv_delimiter()
 
-    def csv_rows() -> Iterator[Row]:
+    def table_rows() -> Iterator[Row]:
         """Rows after the header, located by the line they end on; blank lines are not rows."""
+        names: list[str] | None = None
+        keys: list[str] = []
         with src.open_text() as f:
-            reader = csv.reader(f, delimiter=delimiter)
-            names = None
-            while not names or all(not x.strip() for x in names):  # blank lines before the header
-                try:
-                    names = next(reader)
-                except StopIteration:
-                    return
-                except csv.Error:
-                    names = None  # the header itself is checked by the caller (require_columns)
-                    continue
-            names = [n.strip() for n in names]
-            keys = [column_key(n) for n in names]
-            while True:
-                try:
-                    fields = next(reader)
-                except StopIteration:
-                    return
-                except csv.Error as e:  # an oversized field or a NUL byte: reject the row, read on
-                    yield Row({}, str(reader.line_num), "", problem=f"unreadable CSV row: {e}")
+            for line, fields, problem in csv_rows(f, delimiter, lambda: None if names is None else len(names)):
+                where = str(line)
+                if fields is None:  # an oversized field, a NUL byte, a stray quote: reject the row, read on
+                    if names is not None:
+                        yield Row({}, where, "", problem=problem)
                     continue
                 if not fields or all(not x.strip() for x in fields):
                     continue
-                where = str(reader.line_num)
+                if names is None:  # blank lines before the header are passed over
+                    names = [n.strip() for n in fields]
+                    keys = [column_key(n) for n in names]
+                    continue
                 if len(fields) != len(names):
                     yield Row({}, where, delimiter.join(fields),
                               problem=f"{len(fields)} fields where the header has {len(names)}")
@@ -184,7 +175,7 @@ def open_table(src: SourceFile) -> Table:
                     values.setdefault(key, clean(field))
                 yield Row(values, where, dict(zip(names, fields)))
 
-    return Table(header, csv_rows)
+    return Table(header, table_rows)
 
 
 def read_json_values(src: SourceFile, source: str) -> Iterator[tuple[str, Any] | Reject]:

@@ -22,7 +22,7 @@ from phaselens.models import LlmCall, Reject, Skip
 from phaselens.models.records import truncate_raw
 
 from . import jsonread
-from .base import SourceFile
+from .base import SourceFile, csv_rows
 
 UNKNOWN_MODEL = "unknown"
 """Model label for token-shape sources that name no model (request traces, some benchmarks)."""
@@ -378,22 +378,18 @@ def json_lines(text: str) -> bool:
 def iter_csv_records(src: SourceFile, source: str) -> Iterator[Row]:
     """Rows of a CSV file as dicts (header names stripped), indexed from 0, located by line number.
 
-    Blank lines before the header are passed over; a row the csv module cannot read (an oversized
-    field, a stray quote running to the end) or with the wrong number of fields is rejected alone.
+    Blank lines before the header are passed over; a row that cannot be read (an oversized field, a
+    stray quote that would run on over the next lines) or with the wrong number of fields is rejected
+    alone (see `base.csv_rows`).
     """
     delimiter = src.csv_delimiter()
+    names: list[str] | None = None
+    i = 0
     with src.open_text() as f:
-        reader = csv.reader(f, delimiter=delimiter)
-        names: list[str] | None = None
-        i = 0
-        while True:
-            try:
-                fields = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as e:
-                where = str(reader.line_num)
-                yield i, where, reject(src, source, where, "malformed_row", f"unreadable CSV row: {e}")
+        for line, fields, problem in csv_rows(f, delimiter, lambda: None if names is None else len(names)):
+            where = str(line)
+            if fields is None:
+                yield i, where, reject(src, source, where, "malformed_row", problem)
                 i += 1
                 continue
             if not fields or all(not x.strip() for x in fields):
@@ -401,12 +397,9 @@ def iter_csv_records(src: SourceFile, source: str) -> Iterator[Row]:
             if names is None:
                 names = [c.strip() for c in fields]
                 continue
-            where = str(reader.line_num)
             if len(fields) != len(names):
-                cells = dict(zip(names, fields))
-                yield i, where, reject(
-                    src, source, where, "malformed_row", f"row does not have the header's {len(names)} fields", cells
-                )
+                yield i, where, reject(src, source, where, "malformed_row",
+                                       f"row does not have the header's {len(names)} fields", dict(zip(names, fields)))
             else:
                 yield i, where, dict(zip(names, fields))
             i += 1
