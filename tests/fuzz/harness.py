@@ -67,6 +67,7 @@ BOUNDED = {"cuts": 3, "flips": 1, "values": 6, "gz_cuts": 1, "quick": True}
 # an OTLP file takes seconds to stage whatever its size (one DuckDB pass over the span SQL): fewer mutants
 BOUNDED_FOR = {"otlp_json": {"cuts": 2, "flips": 0, "values": 3, "gz_cuts": 0, "quick": True}}
 LONG = {"cuts": 24, "flips": 12, "values": 27, "gz_cuts": 4}
+LONG_FOR = {"otlp_json": {"cuts": 8, "flips": 4, "values": 9, "gz_cuts": 2}}
 CRASH_WORDS = ("unexpected error while reading", "format detection failed", "Traceback")
 
 

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .harness import LONG, SEEDS, run_adapter, summary
+from .harness import LONG, LONG_FOR, SEEDS, run_adapter, summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="phaselens-fuzz-") as tmp:
         for name in args.adapter or sorted(SEEDS):
             seeds = SEEDS[name] if args.long else SEEDS[name][:1]
-            r = run_adapter(name, Path(tmp) / name, seed=args.seed, sizes=LONG if args.long else None, seeds=seeds)
+            r = run_adapter(name, Path(tmp) / name, seed=args.seed, sizes=LONG_FOR.get(name, LONG) if args.long else None, seeds=seeds)
             reports.append(r)
             print(f"{name:18} tried {r.tried:5d}  held {r.held:5d}", flush=True)
             for f in r.failures:
