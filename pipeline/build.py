@@ -10,6 +10,7 @@ Stages, in order (each leaves one or more tables; SQL in `pipeline/sql/`):
 6. `call_attribution`  the per-call results joined; `requests` reads it
 7. `workloads`         per-workload split, dominance, shape, diagnosis and lever
 8. `whatif_calls`      the bounded replay set of the routing what-if (pipeline/whatif.py)
+9. audits              `pipeline/sql/audits/*.sql` must return no rows, else the build rolls back (pipeline/audits.py)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import duckdb
 from phaselens.models.config import Config, WorkloadRule
 
 from . import telemetry
+from .audits import run_audits
 from .store import sql_text
 
 
@@ -161,8 +163,9 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
-        stage("workloads", lambda: con.execute(sql_text("workloads")))
+        stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
         stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
+        stage("audits", lambda: run_audits(con))  # invariants of the built store; a failure rolls all back
         con.execute(
             "INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))"
         )
