@@ -259,6 +259,15 @@ def deployments_table(pricebook: PriceBook | None = None) -> pa.Table:
 _TEMP_TABLES = ("pricing_gpu_calls", "pricing_gpu_hours", "pricing_gpu_call_costs")
 
 
+def _unit_prices_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """call_unit_prices.sql; without its QUALIFY (a window over every call) when no price key has two rows
+    (no input-token tiers or time-of-day windows), where a call can join one row at most anyway."""
+    sql = sql_text("call_unit_prices")
+    unique = con.execute("SELECT count(*) = count(DISTINCT (provider, model, model_raw, day)) FROM price_table").fetchone()[0]
+    head, sep, _ = sql.partition("\nQUALIFY ")
+    return head + ";" if unique and sep else sql
+
+
 def build_costs(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None) -> None:
     """Price every call (USD, DECIMAL) into `call_costs` and every deployment-hour into `deployment_costs`."""
     con.register("price_table", price_table(con, pricebook))
@@ -269,7 +278,7 @@ def build_costs(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None) -> 
         if own_timing:
             con.execute("CREATE TEMP VIEW call_timing AS SELECT call_id, prefill_s, decode_s FROM raw_calls")
         con.execute(sql_text("gpu_costs"))
-        con.execute(sql_text("call_unit_prices"))
+        con.execute(_unit_prices_sql(con))
         con.execute(sql_text("call_costs"))
         for name in _TEMP_TABLES:
             con.execute(f"DROP TABLE IF EXISTS {name}")
