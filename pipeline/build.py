@@ -10,6 +10,7 @@ Stages, in order (each leaves one or more tables; SQL in `pipeline/sql/`):
 6. `call_attribution`  the per-call results joined; `requests` reads it
 7. `workloads`         per-workload split, dominance, shape, diagnosis and lever
 8. `whatif_calls`      the bounded replay set of the routing what-if (pipeline/whatif.py)
+9. audits              `pipeline/sql/audits/*.sql` must return no rows, else the build rolls back (pipeline/audits.py)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import duckdb
 from phaselens.models.config import Config, WorkloadRule
 
 from . import telemetry
+from .audits import run_audits
 from .store import sql_text
 
 
@@ -95,9 +97,8 @@ def build(
     config = config or Config()
     result = BuildResult()
     p = incremental.plan(con, config, full)
-    if not p.full:  # the day-by-day recompute is not wired yet: rebuild everything
-        p = incremental.Plan(True, "full build", p.config_hash)
     result.full, result.reason = p.full, p.reason
+    result.new_loads = sum(len(v) for v in p.new_loads.values())
 
     def stage(name: str, fn: Callable[[], None]) -> None:
         t = time.perf_counter()
@@ -110,13 +111,34 @@ def build(
 
     con.execute("SET memory_limit = ?", [Settings().build_memory_limit])
     with telemetry.operation("build"):
-        result.days_rebuilt = _days(con)
-        _run_stages(con, config, stage, lambda: incremental.record(con, p, len(result.days_rebuilt)))
+        if p.full:
+            result.days_rebuilt = _days(con)
+            _run_stages(con, config, stage, lambda: incremental.record(con, p, len(result.days_rebuilt)))
+        else:
+            _in_transaction(con, lambda: _incremental(con, config, p, stage, result))
     result.calls, result.unpriced_calls, result.estimated_calls, result.workloads = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated'), "
         "count(DISTINCT workload) FROM call_attribution"
     ).fetchall()[0]
     return result
+
+
+def _in_transaction(con: duckdb.DuckDBPyConnection, fn: Callable[[], None]) -> None:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        fn()
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _incremental(con: duckdb.DuckDBPyConnection, config: Config, p, stage, result: BuildResult) -> None:
+    from . import incremental
+
+    result.days_rebuilt = incremental.recompute(con, config, p, stage)
+    con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))")
+    incremental.record(con, p, len(result.days_rebuilt))
 
 
 def _days(con: duckdb.DuckDBPyConnection) -> list[date | None]:
@@ -141,8 +163,9 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
-        stage("workloads", lambda: con.execute(sql_text("workloads")))
+        stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
         stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
+        stage("audits", lambda: run_audits(con))  # invariants of the built store; a failure rolls all back
         con.execute(
             "INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))"
         )

@@ -248,6 +248,7 @@ def _write_relations(
     for view, (source, select) in OPTIONAL_INPUTS.items():
         body = select if relation_exists(con, source) else EMPTY_INPUTS[view]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {body}")
+    con.execute(sql_text("sketch_macros").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
     # the calls of the days being computed (the rollups never read the attributes or prefix hashes): a few days'
     # calls are read once into a temp table; every day's are streamed from the view by each rollup instead, so a
     # full publish does not hold the whole store
@@ -278,6 +279,7 @@ def _write_relations(
 def _finish_snapshot(path: Path, store: Path | str, basis: str, computed: str) -> None:
     """Create the read macros and the meta row inside the new snapshot (opened as its own database)."""
     with duckdb.connect(str(path)) as snap:
+        snap.execute(sql_text("sketch_macros"))
         snap.execute(sql_text("rollup_macros"))
         for name, needs in OPTIONAL_MACROS.items():
             if all(relation_exists(snap, r) for r in needs):

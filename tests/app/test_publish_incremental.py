@@ -148,7 +148,13 @@ db, stop = sys.argv[1], Path(sys.argv[2])
 seen = []
 while not stop.exists():
     path = current_snapshot(db)
-    with duckdb.connect(str(path), read_only=True) as s:
+    try:
+        s = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        if path.exists():
+            raise
+        continue  # two publishes went by between reading the pointer and opening its file: read the pointer again
+    with s:
         calls = s.execute("SELECT calls FROM totals(NULL, NULL, NULL, NULL, NULL, NULL)").fetchone()[0]
         fresh = s.execute("SELECT calls FROM freshness").fetchone()[0]
         sample = s.execute("SELECT count(DISTINCT workload) FROM call_sample").fetchone()[0]
