@@ -60,11 +60,12 @@ def _open(db: Path | None, read_only: bool = False):
     return connect(resolve_db(db), read_only=read_only)
 
 
-def _publish(con, db: Path | None, config=None) -> None:
-    """Give the dashboard a fresh snapshot of what this command wrote (it never reads the store itself)."""
+def _publish(con, db: Path | None, config=None, *, days=None, since: str | None = None) -> None:
+    """Give the dashboard a fresh snapshot of what this command wrote (it never reads the store itself); with
+    `days` and `since` (the store's basis before the command changed it) only those days' rollups are computed."""
     from phaselens.pipeline.publish import publish
 
-    publish(con, resolve_db(db), config)
+    publish(con, resolve_db(db), config, days=days, since=since)
 
 
 def _config(config: Path | None):
@@ -98,6 +99,7 @@ def ingest(
     from decimal import Decimal, InvalidOperation
 
     from phaselens.pipeline.load import ingest as run_ingest
+    from phaselens.pipeline.publish import loaded_days, store_basis
 
     rates = {}
     for item in fx or []:
@@ -108,6 +110,7 @@ def ingest(
             _fail(PhaselensError(f"--fx {item!r} is not CUR=RATE", "write it like EUR=1.08"), 2)
     try:
         con = _open(db)
+        since = store_basis(con)
 
         def progress(r, i, n):
             counts = f"{r.accepted:,} stored, {r.duplicates:,} duplicate, {r.rejected:,} rejected, {r.skipped:,} skipped"
@@ -118,7 +121,7 @@ def ingest(
             _err(f"          ... {lines_done:,} lines read")
 
         result = run_ingest(con, paths, options={"fx": rates, "progress": within_file, "keep_attributes": list(keep_attribute or [])}, force=force, on_file=progress)
-        _publish(con, db)
+        _publish(con, db, days=loaded_days(con, [f.load_id for f in result.files if f.accepted]), since=since)
     except PhaselensError as e:
         _fail(e, 2)
     cols = ["file", "status", "adapter", "accepted", "duplicates", "rejected", "skipped", "seconds", "message"]
@@ -213,12 +216,14 @@ def build(
     Example: phaselens build --config phaselens.toml
     """
     from phaselens.pipeline.build import build as run_build
+    from phaselens.pipeline.publish import build_days, store_basis
 
     try:
         cfg = _config(config)
         con = _open(db)
+        since = store_basis(con)
         result = run_build(con, cfg, full, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
-        _publish(con, db, cfg)
+        _publish(con, db, cfg, days=build_days(result), since=since)
     except PhaselensError as e:
         _fail(e)
     what = (f"full build ({result.reason})" if result.full

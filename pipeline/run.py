@@ -208,19 +208,23 @@ def _needs_build(con: duckdb.DuckDBPyConnection, fingerprint: str) -> bool:
     return not built or not row or row[0][0] != fingerprint
 
 
-def _build_and_publish(con, cfg: Config, settings: RunSettings, log: logging.Logger) -> bool:
+def _build_and_publish(con, cfg: Config, settings: RunSettings, log: logging.Logger, since: str | None = None) -> bool:
+    """Build and publish when there is something new; `since` is the store's basis before this run loaded files,
+    so the snapshot computes only the days the build recomputed (pipeline/publish.py)."""
     from .build import build
-    from .publish import publish
+    from .publish import build_days, publish, store_basis
 
     fingerprint = _fingerprint(con, cfg)
     if not _needs_build(con, fingerprint):
         log.info("build skipped: nothing new since the last build with this configuration")
         return False
+    since = store_basis(con) if since is None else since
     b = build(con, cfg)
     log.info("built %s calls into %s workloads (%s estimated timing, %s unpriced)",
              f"{b.calls:,}", b.workloads, f"{b.estimated_calls:,}", f"{b.unpriced_calls:,}")
     if settings.publish:
-        log.info("published dashboard snapshot %s", publish(con, settings.db, cfg))
+        log.info("published dashboard snapshot %s",
+                 publish(con, settings.db, cfg, days=build_days(b), since=since))
     # recorded last: after a failed publish the next run builds and publishes again
     con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES ('run_build_fingerprint', ?)", [fingerprint])
     return True
@@ -228,6 +232,7 @@ def _build_and_publish(con, cfg: Config, settings: RunSettings, log: logging.Log
 
 def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.Logger, now: datetime | None) -> RunResult:
     from .load import ingest
+    from .publish import store_basis
     from .report import write_report
     from .store import connect
 
@@ -240,6 +245,7 @@ def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.L
         log.info("%d source files: %d unchanged since their last load (not read), %d to check",
                  len(files), len(same), len(todo))
         stats = {str(f): _stat(f) for f in todo}  # before loading: a file that grows meanwhile is read again next run
+        since = store_basis(con)
 
         def on_file(r: FileResult, i: int, n: int) -> None:
             counts = f"{r.accepted:,} stored, {r.duplicates:,} duplicate, {r.rejected:,} rejected, {r.skipped:,} skipped"
@@ -255,7 +261,7 @@ def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.L
                 "failed_files": failed, "calls": sum(r.accepted for r in loaded if r.kind == "calls"),
                 "billing_lines": sum(r.accepted for r in loaded if r.kind == "billing"), "log_file": settings.log_file}
         try:
-            built = _build_and_publish(con, cfg, settings, log)
+            built = _build_and_publish(con, cfg, settings, log, since)
             last = con.execute("SELECT max(started_at) FROM raw_calls").fetchall()[0][0]
             period = resolve_period(settings.report_period, now or _now(), latest=last)
             out = settings.report_dir / period.label
