@@ -8,6 +8,8 @@ import pandas as pd
 PHASE_COLORS = alt.Scale(domain=["prefill", "decode", "queue"], range=["#4c78a8", "#f58518", "#9d9d9d"])
 TIME_AXIS = alt.X("t:T", title="time (UTC)")
 HEIGHT = 280
+# legends below the chart, with whole labels: a workload or model name is never cut
+LEGEND = alt.Legend(orient="bottom", direction="horizontal", columns=3, labelLimit=0, titleLimit=0)
 
 
 def phase_map_chart(df: pd.DataFrame) -> alt.Chart:
@@ -17,7 +19,7 @@ def phase_map_chart(df: pd.DataFrame) -> alt.Chart:
     data = data[data["input_tokens_p50"] > 0]
     # a log axis has no 0: workloads without output (embeddings) sit on its floor of 1 token
     data["output_tokens_p50"] = data["output_tokens_p50"].clip(lower=1)
-    data["cost_usd"] = data["cost_usd"].astype(float)
+    data["cost_usd"] = data["cost_usd_best"].astype(float)  # the headline cost
     data["dominant_latency_phase"] = data["dominant_latency_phase"].fillna("no timing")
     base = alt.Chart(data)
     points = base.mark_circle(opacity=0.75, stroke="black", strokeWidth=0.5).encode(
@@ -41,27 +43,32 @@ def phase_map_chart(df: pd.DataFrame) -> alt.Chart:
     return (points + labels).properties(height=360)
 
 
-def percentile_lines_chart(df: pd.DataFrame, title: str, series_title: str) -> alt.Chart:
-    """p50 (solid) and p95 (dashed) of each series over time on a log axis; `title` names the y axis with its unit."""
+def percentile_lines_chart(df: pd.DataFrame, title: str, series_title: str, scale: float = 1.0) -> alt.Chart:
+    """p50 (solid) and p95 (dashed) of each series over time on a log axis; `title` names the y axis with its unit
+    and `scale` converts the seconds of `p50`/`p95` to it (1000 for milliseconds)."""
+    if scale != 1.0:
+        df = df.assign(p50=df["p50"] * scale, p95=df["p95"] * scale)
     return alt.Chart(df).transform_fold(["p50", "p95"], as_=["percentile", "value"]).mark_line(point=True).encode(
         x=TIME_AXIS,
         y=alt.Y("value:Q", title=title, scale=alt.Scale(type="log")),
-        color=alt.Color("series:N", title=series_title),
+        color=alt.Color("series:N", title=series_title, legend=LEGEND),
         strokeDash=alt.StrokeDash("percentile:N", title="percentile", scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]])),
         tooltip=[alt.Tooltip("t:T", title="time (UTC)"), "series:N", "percentile:N",
-                 alt.Tooltip("value:Q", title=title, format=",.4f"), alt.Tooltip("calls:Q", format=",")],
+                 alt.Tooltip("value:Q", title=title, format=",.3f"), alt.Tooltip("calls:Q", format=",")],
     ).properties(height=HEIGHT)
 
 
 def stacked_area_chart(df: pd.DataFrame, value: str, category: str, y_title: str, color_title: str,
-                       colors: alt.Scale | None = None) -> alt.Chart:
-    """Stacked bars over time of `value` split by `category`; `y_title` carries the unit."""
-    color = alt.Color(f"{category}:N", title=color_title, scale=colors) if colors else alt.Color(f"{category}:N", title=color_title)
+                       colors: alt.Scale | None = None, value_format: str = ",.2f") -> alt.Chart:
+    """Stacked bars over time of `value` split by `category`; `y_title` carries the unit (`value_format` is the
+    tooltip's d3 format: `$,.2f` for money)."""
+    color = (alt.Color(f"{category}:N", title=color_title, scale=colors, legend=LEGEND) if colors
+             else alt.Color(f"{category}:N", title=color_title, legend=LEGEND))
     return alt.Chart(df).mark_bar().encode(
         x=TIME_AXIS,
         y=alt.Y(f"{value}:Q", title=y_title, stack="zero"),
         color=color,
-        tooltip=[alt.Tooltip("t:T", title="time (UTC)"), f"{category}:N", alt.Tooltip(f"{value}:Q", title=y_title, format=",.4f")],
+        tooltip=[alt.Tooltip("t:T", title="time (UTC)"), f"{category}:N", alt.Tooltip(f"{value}:Q", title=y_title, format=value_format)],
     ).properties(height=HEIGHT)
 
 
@@ -73,40 +80,48 @@ def histogram_chart(df: pd.DataFrame, x_title: str) -> alt.Chart:
         x2="upper_value:Q",
         y=alt.Y("calls:Q", title="calls"),
         y2=alt.datum(0),
-        tooltip=[alt.Tooltip("lower_value:Q", title="from", format=",.4f"),
-                 alt.Tooltip("upper_value:Q", title="to", format=",.4f"), alt.Tooltip("calls:Q", format=",")],
+        tooltip=[alt.Tooltip("lower_value:Q", title="from", format=",.3~f"),
+                 alt.Tooltip("upper_value:Q", title="to", format=",.3~f"), alt.Tooltip("calls:Q", format=",")],
     ).properties(height=220)
 
 
 def bar_chart(df: pd.DataFrame, category: str, value: str, category_title: str, value_title: str,
-              color: str | None = None, color_title: str = "", grouped: bool = False) -> alt.Chart:
+              color: str | None = None, color_title: str = "", grouped: bool = False,
+              value_format: str = ",.2~f", percent: bool = False) -> alt.Chart:
     """Horizontal bars of `value` per `category` (sorted by value); `color` stacks them, or sets them side by side
-    when `grouped`."""
+    when `grouped`. `percent` shows a 0–1 share on a 0–100% axis; `value_format` is the d3 format of the tooltip
+    (`$,.2f` for money). Category labels are never cut."""
+    x_axis = alt.Axis(format="%") if percent else alt.Undefined
     enc = {
-        "y": alt.Y(f"{category}:N", title=category_title, sort="-x"),
-        "x": alt.X(f"{value}:Q", title=value_title, stack=None if grouped else "zero"),
-        "tooltip": [f"{category}:N", alt.Tooltip(f"{value}:Q", title=value_title, format=",.4~f")],
+        "y": alt.Y(f"{category}:N", title=category_title, sort="-x", axis=alt.Axis(labelLimit=0)),
+        "x": alt.X(f"{value}:Q", title=value_title, stack=None if grouped else "zero", axis=x_axis,
+                   scale=alt.Scale(domain=[0, 1]) if percent else alt.Undefined),
+        "tooltip": [alt.Tooltip(f"{category}:N", title=category_title),
+                    alt.Tooltip(f"{value}:Q", title=value_title, format=".1%" if percent else value_format)],
     }
     if color:
-        enc["color"] = alt.Color(f"{color}:N", title=color_title)
-        enc["tooltip"].append(f"{color}:N")
+        enc["color"] = alt.Color(f"{color}:N", title=color_title, legend=LEGEND)
+        enc["tooltip"].append(alt.Tooltip(f"{color}:N", title=color_title))
         if grouped:
             enc["yOffset"] = alt.YOffset(f"{color}:N")
     step = 14 if grouped else 26
     return alt.Chart(df).mark_bar().encode(**enc).properties(height=alt.Step(step))
 
 
-def slo_chart(df: pd.DataFrame) -> alt.Chart:
-    """Observed percentile per time bin (points red when breached) against the SLO threshold (rule), seconds."""
-    base = alt.Chart(df)
+def slo_chart(df: pd.DataFrame, unit: str = "s") -> alt.Chart:
+    """Observed percentile per time bin (points red when breached) against the SLO threshold (rule), in `unit`
+    (`s`, or `ms` for inter-token latency; `observed_s` and `max_s` are seconds)."""
+    k = 1000.0 if unit == "ms" else 1.0
+    base = alt.Chart(df.assign(observed=df["observed_s"] * k, limit=df["max_s"] * k))
     line = base.mark_line(point=alt.OverlayMarkDef(size=40)).encode(
-        x=TIME_AXIS, y=alt.Y("observed_s:Q", title="observed percentile (s)"),
-        color=alt.Color("slo:N", title="SLO"),
+        x=TIME_AXIS, y=alt.Y("observed:Q", title=f"observed percentile ({unit})"),
+        color=alt.Color("slo:N", title="SLO", legend=LEGEND),
     )
     breaches = base.transform_filter("datum.breached").mark_point(color="red", size=90, filled=True).encode(
-        x="t:T", y="observed_s:Q",
-        tooltip=[alt.Tooltip("t:T", title="time (UTC)"), "slo:N", alt.Tooltip("observed_s:Q", format=",.4f"),
-                 alt.Tooltip("max_s:Q", title="limit (s)")],
+        x="t:T", y="observed:Q",
+        tooltip=[alt.Tooltip("t:T", title="time (UTC)"), alt.Tooltip("slo:N", title="SLO"),
+                 alt.Tooltip("observed:Q", title=f"observed ({unit})", format=",.3f"),
+                 alt.Tooltip("limit:Q", title=f"limit ({unit})", format=",.3f")],
     )
-    rule = base.mark_rule(strokeDash=[4, 4]).encode(y="max_s:Q", color=alt.Color("slo:N"))
+    rule = base.mark_rule(strokeDash=[4, 4]).encode(y="limit:Q", color=alt.Color("slo:N"))
     return (line + rule + breaches).properties(height=HEIGHT)

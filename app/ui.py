@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from phaselens.app.queries import Filters
@@ -43,36 +43,117 @@ def context() -> Context:
 
 
 def _missing(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
+    if x is None:
+        return True
+    try:
+        return bool(x != x)  # NaN, NaT and pandas' NA compare unequal to themselves
+    except (TypeError, ValueError):
+        return False
 
 
-def usd(x, digits: int = 2) -> str:
-    """Money as `$1,234.56` (USD); a dash when unknown."""
+# One way to show each kind of figure, in headlines (the functions) and in tables (the column formats):
+# money in US dollars to the cent with thousands separators; counts and tokens with thousands separators;
+# shares as percentages with one decimal; time to first token, end-to-end and queue time in seconds (3 decimals);
+# inter-token latency in milliseconds (1 decimal). A missing value is a dash. Exact figures, to the micro-dollar,
+# are in `phaselens ... --format json` and the report's CSV files.
+USD_FORMAT = "dollar"
+COUNT_FORMAT = "localized"
+PCT_FORMAT = "percent"
+SECONDS_FORMAT = MS_FORMAT = TOKENS_FORMAT = "localized"
+MISSING = "—"
+
+
+def usd(x) -> str:
+    """Money to the cent, `$1,234.56` (USD, rounded half up); a dash when unknown."""
     if _missing(x):
-        return "—"
-    v = Decimal(str(x)) if not isinstance(x, Decimal) else x
+        return MISSING
+    v = (x if isinstance(x, Decimal) else Decimal(str(x))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
     sign = "−" if v < 0 else ""
-    if 0 < abs(v) < Decimal("0.01") and digits <= 2:
-        return f"{sign}${abs(float(v)):,.4f}"
-    return f"{sign}${abs(float(v)):,.{digits}f}"
+    return f"{sign}${abs(v):,.2f}"
 
 
 def pct(x) -> str:
-    """A share as a percentage; a dash when unknown."""
-    return "—" if _missing(x) else f"{100 * float(x):.0f}%"
+    """A share (0–1) as a percentage with one decimal, `61.3%`; a dash when unknown."""
+    return MISSING if _missing(x) else f"{100 * float(x):,.1f}%"
 
 
 def seconds(x) -> str:
-    """A duration with its unit: ms below one second, s above; a dash when unknown."""
-    if _missing(x):
-        return "—"
-    x = float(x)
-    return f"{1000 * x:,.1f} ms" if abs(x) < 1 else f"{x:,.2f} s"
+    """A duration in seconds, `0.546 s` (TTFT, end-to-end, queue); a dash when unknown."""
+    return MISSING if _missing(x) else f"{float(x):,.3f} s"
+
+
+def millis(x) -> str:
+    """A duration given in seconds, shown in milliseconds, `14.5 ms` (inter-token latency); a dash when unknown."""
+    return MISSING if _missing(x) else f"{1000 * float(x):,.1f} ms"
 
 
 def count(x) -> str:
     """An integer count with thousands separators; a dash when unknown."""
-    return "—" if _missing(x) else f"{int(x):,}"
+    return MISSING if _missing(x) else f"{int(x):,}"
+
+
+def text_or_dash(x) -> str:
+    """A text value, or a dash when unknown."""
+    return MISSING if _missing(x) or x == "" else str(x)
+
+
+# table columns, one per kind of figure (see above)
+def usd_col(label: str, help: str | None = None):
+    return st.column_config.NumberColumn(label, format=USD_FORMAT, help=help)
+
+
+def count_col(label: str, help: str | None = None):
+    return st.column_config.NumberColumn(label, format=COUNT_FORMAT, step=1, help=help)
+
+
+def pct_col(label: str, help: str | None = None, bar: bool = False):
+    if bar:
+        return st.column_config.ProgressColumn(label, format=PCT_FORMAT, step=0.001, min_value=0, max_value=1, help=help)
+    return st.column_config.NumberColumn(label, format=PCT_FORMAT, step=0.001, help=help)
+
+
+def seconds_col(label: str, help: str | None = None):
+    return st.column_config.NumberColumn(label, format=SECONDS_FORMAT, step=0.001, help=help)
+
+
+def ms_col(label: str, help: str | None = None):
+    """A column of milliseconds: convert its seconds with `in_ms` first."""
+    return st.column_config.NumberColumn(label, format=MS_FORMAT, step=0.1, help=help)
+
+
+def number_col(label: str, step: float, help: str | None = None):
+    """A plain number (no unit) with thousands separators and the decimals of `step`."""
+    return st.column_config.NumberColumn(label, format=COUNT_FORMAT, step=step, help=help)
+
+
+def text_col(label: str, help: str | None = None, width: str | None = None):
+    return st.column_config.TextColumn(label, help=help, width=width)
+
+
+def in_ms(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """A copy of `df` with the named seconds columns in milliseconds."""
+    out = df.copy()
+    for c in columns:
+        if c in out.columns:
+            out[c] = pd.to_numeric(out[c], errors="coerce").astype(float) * 1000
+    return out
+
+
+def table(df: pd.DataFrame, columns: dict, **kwargs) -> None:
+    """Show `df`'s listed columns only, in the listed order, each with its label and format (a text label is a
+    text column); missing values as a dash. Money columns are converted to floats for display."""
+    keep = [c for c in columns if c in df.columns]
+    shown = df[keep].copy()
+    config = {}
+    for c in keep:
+        spec = columns[c]
+        config[c] = text_col(spec) if isinstance(spec, str) else spec
+        kind = (config[c].get("type_config") or {}).get("type")
+        if kind in ("number", "progress"):
+            shown[c] = pd.to_numeric(shown[c], errors="coerce").astype(float)
+    kwargs.setdefault("hide_index", True)
+    kwargs.setdefault("width", "stretch")
+    st.dataframe(shown, column_config=config, placeholder=MISSING, **kwargs)
 
 
 def empty_state(what: str, how: str) -> None:
@@ -96,3 +177,20 @@ def no_calls(ctx: Context) -> bool:
             "or try the sample day with `phaselens demo`.",
         )
     return True
+
+
+def words(v):
+    """A code value (`cache_read`, `missing_cache_tokens`) as words (`cache read`); other values unchanged."""
+    return v.replace("_", " ") if isinstance(v, str) else v
+
+
+def untraced_table(cells: pd.DataFrame) -> None:
+    """The untraced bucket per provider, model, UTC day and token type (Cost and Reconciliation pages)."""
+    shown = cells.assign(**{c: cells[c].map(words) for c in ("token_type", "cause") if c in cells.columns})
+    table(shown, {
+        "day": st.column_config.DateColumn("Day (UTC)"), "provider": "Provider", "model": "Model",
+        "token_type": "Token type", "billed_cost_usd": usd_col("Billed (USD)"),
+        "allocated_cost_usd": usd_col("Allocated to calls (USD)"), "untraced_cost_usd": usd_col("Untraced (USD)"),
+        "billed_tokens": count_col("Billed (tokens)"), "traced_tokens": count_col("Traced (tokens)"),
+        "allocated_calls": count_col("Calls allocated to"), "cause": "Cause",
+    })

@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from phaselens.ingest.normalize import normalize_provider
-from phaselens.pipeline.errors import ConfigError
+from .vocabulary import normalize_provider
+from .errors import ConfigError
 
 # Inference engines: their calls are never priced from a provider's list price per token; a
 # `Deployment` prices them by the GPU-hour.

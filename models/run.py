@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-ReportFormat = Literal["html", "md", "csv", "parquet"]
-REPORT_FORMATS: tuple[str, ...] = ("html", "md", "csv", "parquet")
+ReportFormat = Literal["html", "md", "json", "csv", "parquet"]
+REPORT_FORMATS: tuple[str, ...] = ("html", "md", "json", "csv", "parquet")
 
 PERIOD_HELP = (
     "previous_day (alias yesterday), previous_week (ISO, Monday to Monday), previous_month, "

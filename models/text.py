@@ -23,3 +23,16 @@ def csv_cell(v: object) -> object:
 def md_text(v: object) -> str:
     """`v` as literal text inside Markdown (newlines become spaces)."""
     return _MD_SPECIAL.sub(r"\\\1", str(v)).replace("\r", " ").replace("\n", " ")
+
+
+def short_path(path: object, width: int = 48) -> str:
+    """`path` in at most `width` characters, cut in the middle (`/work/…/traces/editor-tab.jsonl.gz`) so the file
+    name, the end that tells files apart, is always whole; a file name longer than `width` keeps its end."""
+    text = str(path)
+    if len(text) <= width:
+        return text
+    name = text.replace("\\", "/").rsplit("/", 1)[-1]
+    if len(name) + 2 >= width:
+        return "…" + text[-(width - 1):]
+    head = width - len(name) - 2  # the ellipsis and the separator before the name
+    return text[:head] + "…/" + name

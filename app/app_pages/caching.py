@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, empty_state, md_text, pct, seconds, usd
+from phaselens.app.ui import (context, count, count_col, empty_state, md_text, pct, pct_col, seconds, seconds_col, table,
+                             usd, usd_col)
 from phaselens.pipeline.errors import PhaselensError
 
 SHARES = {"reuse_share": "reusable (possible)", "achieved_share": "read from cache (achieved)"}
@@ -51,23 +52,21 @@ else:
     else:
         long = shares.melt(id_vars=["workload"], value_vars=list(SHARES), var_name="measure", value_name="share")
         long["measure"] = long["measure"].map(SHARES)
-        st.altair_chart(charts.bar_chart(long.dropna(), "workload", "share", "workload", "share of input tokens (0–1)",
-                                         "measure", "measure", grouped=True), width="stretch")
-    st.dataframe(
-        rows[["workload", "calls", "reuse_share", "achieved_share", "possible_share", "usd_now", "usd_with_cache",
-              "usd_saved", "ttft_saved_p50_s", "note"]],
-        hide_index=True, width="stretch",
-        column_config={
-            "reuse_share": st.column_config.NumberColumn("reusable share", format="percent"),
-            "achieved_share": st.column_config.NumberColumn("achieved share", format="percent"),
-            "possible_share": st.column_config.NumberColumn("possible share", format="percent"),
-            "usd_now": st.column_config.NumberColumn("input now (USD)", format="$%.4f"),
-            "usd_with_cache": st.column_config.NumberColumn("with cache (USD)", format="$%.4f"),
-            "usd_saved": st.column_config.NumberColumn("saved (USD)", format="$%.4f"),
-            "ttft_saved_p50_s": st.column_config.NumberColumn("TTFT saved p50 (s)", format="%.3f"),
-            "note": st.column_config.TextColumn("note", width="large"),
-        },
-    )
+        st.altair_chart(charts.bar_chart(long.dropna(), "workload", "share", "workload", "share of input tokens (%)",
+                                         "measure", "measure", grouped=True, percent=True), width="stretch")
+    table(rows, {
+        "workload": "Workload", "calls": count_col("Calls"),
+        "reuse_share": pct_col("Reusable (possible)", help="Input tokens repeating a prefix sent within the lifetime."),
+        "achieved_share": pct_col("Read from cache (achieved)", help="Input tokens the provider reported as cache reads."),
+        "usd_now": usd_col("Input now (USD)"), "usd_with_cache": usd_col("With a cache (USD)"),
+        "usd_saved": usd_col("Saved (USD)"), "ttft_saved_p50_s": seconds_col("TTFT saved p50 (s)"),
+    })
+    notes = rows.dropna(subset=["note"])
+    notes = notes[notes["note"].astype(str).str.strip() != ""]
+    if len(notes):
+        st.markdown("**Per workload, in words**")
+        # names and notes are shown as text, never read as Markdown
+        st.text("\n".join(f"{r.workload}: {r.note}" for r in notes.itertuples()))
 
     st.subheader("What if")
     names = rows["workload"].dropna().tolist()

@@ -7,18 +7,12 @@ import pandas as pd
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, no_calls, usd
+from phaselens.app.ui import context, count, count_col, no_calls, table, untraced_table, usd, usd_col
 
 COST_BUCKETS = {"uncached_input_usd": "uncached input (prefill)", "cache_read_usd": "cache read (prefill)",
                 "cache_write_usd": "cache write (prefill)", "output_usd": "output (decode)"}
 BEST_SIDES = {"input_usd_best": "input (prefill)", "output_usd_best": "output (decode)"}
 GROUPS = {"team": "Team", "project": "Project", "workload": "Workload", "model": "Provider/model"}
-UNTRACED_COLUMNS = {
-    "day": st.column_config.DateColumn("day (UTC)"),
-    "untraced_cost_usd": st.column_config.NumberColumn("untraced (USD)", format="dollar"),
-    "billed_cost_usd": st.column_config.NumberColumn("billed (USD)", format="dollar"),
-    "allocated_cost_usd": st.column_config.NumberColumn("allocated (USD)", format="dollar"),
-}
 
 ctx = context()
 st.title("Cost")
@@ -51,8 +45,8 @@ if not no_calls(ctx):
     buckets = BEST_SIDES if invoice else COST_BUCKETS
     long = co.melt(id_vars=["t"], value_vars=list(buckets), var_name="bucket", value_name="usd")
     long["bucket"] = long["bucket"].map(buckets)
-    st.altair_chart(charts.stacked_area_chart(long, "usd", "bucket", f"cost per {ctx.bin} (USD)", "phase / bucket"),
-                    width="stretch")
+    st.altair_chart(charts.stacked_area_chart(long, "usd", "bucket", f"cost per {ctx.bin} (USD)", "phase / bucket",
+                                              value_format="$,.2f"), width="stretch")
     st.caption(f"Cost {label}.")
 
     st.subheader("By team, project and workload")
@@ -65,19 +59,16 @@ if not no_calls(ctx):
     bars = shown.melt(id_vars=["series"], value_vars=["input_cost_usd_best", "output_cost_usd_best"],
                       var_name="side", value_name="usd")
     bars["side"] = bars["side"].map(lambda s: "input (prefill)" if s.startswith("input") else "output (decode)")
-    st.altair_chart(charts.bar_chart(bars, "series", "usd", GROUPS[group], "cost (USD)", "side", "phase"),
-                    width="stretch")
-    names = {"cost_usd_best": "cost (USD)", "input_cost_usd_best": "input (USD)",
-             "output_cost_usd_best": "output (USD)", "cost_usd": "estimated (USD)",
-             "input_cost_usd": "input estimated (USD)", "output_cost_usd": "output estimated (USD)",
-             "cost_usd_invoice": "invoice-true (USD)", "input_cost_usd_invoice": "input invoice-true (USD)",
-             "output_cost_usd_invoice": "output invoice-true (USD)"}
-    order = ["series", "calls", "cost_usd_best", "input_cost_usd_best", "output_cost_usd_best", "invoice_calls",
-             "cost_usd_invoice", "cost_usd", "unpriced_calls"]
+    st.altair_chart(charts.bar_chart(bars, "series", "usd", GROUPS[group], "cost (USD)", "side", "phase",
+                                     value_format="$,.2f"), width="stretch")
     st.caption(f"Cost {label}; the estimate at list price for comparison.")
-    st.dataframe(shown[[c for c in order if c in shown.columns]], hide_index=True, width="stretch",
-                 column_config={"series": GROUPS[group],
-                                **{c: st.column_config.NumberColumn(n, format="$%.4f") for c, n in names.items()}})
+    table(shown, {
+        "series": GROUPS[group], "calls": count_col("Calls"), "cost_usd_best": usd_col("Cost (USD)"),
+        "input_cost_usd_best": usd_col("Input / prefill (USD)"), "output_cost_usd_best": usd_col("Output / decode (USD)"),
+        "invoice_calls": count_col("Invoice-true calls", help="Calls whose cost comes from reconciled billing."),
+        "cost_usd_invoice": usd_col("Invoice-true (USD)"), "cost_usd": usd_col("Estimated at list price (USD)"),
+        "unpriced_calls": count_col("Calls without a price"),
+    })
 
     if queries.has_relation(ctx.snapshot, "reconciliation"):
         rec = queries.load_reconciliation(ctx.snapshot, ctx.filters)
@@ -86,4 +77,4 @@ if not no_calls(ctx):
                   usd(rec["reconciliation_summary"].iloc[0]["untraced_cost_usd"]))
         st.caption("Kept apart, never allocated to a team or workload; per cell below, and each cell's cause on the "
                    "Reconciliation page. Period, provider and model filters apply.")
-        st.dataframe(rec["untraced_cells"], hide_index=True, width="stretch", column_config=UNTRACED_COLUMNS)
+        untraced_table(rec["untraced_cells"])

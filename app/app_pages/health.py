@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, empty_state
+from phaselens.app.ui import context, count, count_col, empty_state, pct_col, table, text_col, words
+from phaselens.models.text import short_path
 
 def when(ts, missing: str = "—") -> str:
     """A UTC time as `Nov 17 00:06`."""
@@ -32,7 +33,7 @@ src = queries.load_timing_sources(ctx.snapshot, ctx.filters)
 if src["calls"].fillna(0).sum() == 0:
     empty_state("No calls in the filters.", f"Load traces: `phaselens ingest PATH --db {ctx.db}`.")
 else:
-    st.altair_chart(charts.bar_chart(src, "timing_source", "calls", "timing source", "calls"), width="stretch")
+    st.altair_chart(charts.bar_chart(src, "timing_source", "calls", "timing source", "calls", value_format=",d"), width="stretch")
     st.caption("measured: server-reported or explicit TTFT; events: first-chunk span events; estimated: the fitted "
                "latency model; none: no usable timing.")
 
@@ -48,20 +49,14 @@ else:
     else:
         st.warning(f"{len(lossy)} of {len(gaps)} source(s) lose data at the source; figures built on it are "
                    "estimated, and reconciliation names them where they explain a gap.")
-    st.dataframe(
-        gaps[["source", "instrumentation", "calls", "streamed_calls", "cache_counts_missing_share",
-              "ttft_missing_streamed_share", "streaming_flag_missing_share", "gaps"]],
-        hide_index=True, width="stretch",
-        column_config={
-            "cache_counts_missing_share": st.column_config.ProgressColumn("no cache counts", min_value=0, max_value=1,
-                                                                          format="percent"),
-            "ttft_missing_streamed_share": st.column_config.ProgressColumn("no TTFT (streamed)", min_value=0,
-                                                                           max_value=1, format="percent"),
-            "streaming_flag_missing_share": st.column_config.ProgressColumn("no streaming flag", min_value=0,
-                                                                            max_value=1, format="percent"),
-            "gaps": st.column_config.TextColumn("what the source loses", width="large"),
-        },
-    )
+    table(gaps, {
+        "source": "Source", "instrumentation": "Instrumentation", "calls": count_col("Calls"),
+        "streamed_calls": count_col("Streamed calls"),
+        "cache_counts_missing_share": pct_col("No cache counts", bar=True),
+        "ttft_missing_streamed_share": pct_col("No TTFT (streamed)", bar=True),
+        "streaming_flag_missing_share": pct_col("No streaming flag", bar=True),
+        "gaps": text_col("What the source loses", width="large"),
+    })
     st.caption("Per instrumentation (OTLP scope name and version, or the adapter for gateway logs and benchmark "
                "exports). `phaselens loads --gaps` lists the same; docs/store.md describes each share.")
 
@@ -70,10 +65,14 @@ rej = queries.load_table(ctx.snapshot, "reject_summary")
 if rej.empty:
     st.caption("No record was quarantined.")
 else:
-    st.altair_chart(charts.bar_chart(rej, "reason", "records", "reason", "records", "source", "source"),
-                    width="stretch")
+    st.altair_chart(charts.bar_chart(rej.assign(reason=rej["reason"].map(words)), "reason", "records", "reason",
+                                     "records", "source", "source", value_format=",d"), width="stretch")
     with st.expander("Latest rejects per reason"):
-        st.dataframe(queries.load_table(ctx.snapshot, "reject_sample"), hide_index=True, width="stretch")
+        sample = queries.load_table(ctx.snapshot, "reject_sample")
+        table(sample.assign(reason=sample["reason"].map(words)), {
+            "rejected_at": st.column_config.DatetimeColumn("Rejected (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+            "source": "Source", "reason": "Reason", "locator": "Where (file and record)",
+            "detail": text_col("Detail", width="large")})
     st.caption("`phaselens rejects --summary` lists them too, with the offending input.")
 
 st.subheader("Unpriced models")
@@ -81,7 +80,12 @@ unpriced = queries.load_table(ctx.snapshot, "unpriced_models")
 if unpriced.empty:
     st.caption("Every call has a price.")
 else:
-    st.dataframe(unpriced, hide_index=True, width="stretch")
+    table(unpriced, {
+        "provider": "Provider", "model": "Model", "unpriced_calls": count_col("Calls without a price"),
+        "calls": count_col("Calls"), "unpriced_input_tokens": count_col("Unpriced input (tokens)"),
+        "unpriced_output_tokens": count_col("Unpriced output (tokens)"),
+        "first_call_at": st.column_config.DatetimeColumn("First call (UTC)", format="YYYY-MM-DD HH:mm"),
+        "last_call_at": st.column_config.DatetimeColumn("Last call (UTC)", format="YYYY-MM-DD HH:mm")})
     st.caption("These calls are counted but left out of every cost: add their prices to the price book "
                "(docs/pricebook.md) and run `phaselens build`.")
 
@@ -90,4 +94,10 @@ loads = queries.load_table(ctx.snapshot, "loads")
 if loads.empty:
     empty_state("Nothing loaded yet.", f"`phaselens ingest PATH --db {ctx.db}` reads traces and billing exports.")
 else:
-    st.dataframe(loads, hide_index=True, width="stretch")
+    shown = loads.assign(file=loads["file"].map(lambda f: short_path(f, 60) if isinstance(f, str) else f))
+    table(shown, {
+        "finished_at": st.column_config.DatetimeColumn("Finished (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+        "file": text_col("File", help="Long paths are cut in the middle; the file name is always whole."),
+        "adapter": "Format", "kind": "Kind", "status": "Status", "accepted": count_col("Accepted"),
+        "duplicates": count_col("Duplicates"), "rejected": count_col("Rejected"), "skipped": count_col("Skipped"),
+        "message": text_col("Message", width="large")})

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, no_calls
+from phaselens.app.ui import context, count, count_col, in_ms, ms_col, no_calls, number_col, pct_col, table
+from phaselens.pipeline.read_model import PERCENTILE_METHOD
 
 SLO_METRICS = {"ttft_p95_s": "TTFT p95", "ttft_p50_s": "TTFT p50", "itl_p95_s": "ITL p95", "itl_p50_s": "ITL p50",
                "e2e_p95_s": "e2e p95", "e2e_p50_s": "e2e p50"}
@@ -31,15 +32,16 @@ st.title("Latency")
 if not no_calls(ctx):
     group = st.radio("Series", list(GROUPS), format_func=GROUPS.get, horizontal=True, key="latency_group")
     pc = queries.load_percentiles(ctx.snapshot, ctx.filters, ctx.bin, group)
-    st.caption(f"p50 (solid) and p95 (dashed) per {ctx.bin} (UTC), from merged log histograms (within 3% of exact).")
-    for metric, name, unit in [("ttft_s", "TTFT", "s"), ("itl_s", "ITL", "s per output token")]:
+    st.caption(f"p50 (solid) and p95 (dashed) per {ctx.bin} (UTC); percentiles: {PERCENTILE_METHOD}.")
+    # TTFT in seconds and ITL in milliseconds, each on its own axis
+    for metric, name, unit, scale in [("ttft_s", "TTFT", "s", 1.0), ("itl_s", "ITL", "ms per output token", 1000.0)]:
         d = pc[pc["metric"] == metric]
         st.subheader(f"{name} over time")
         if d.empty:
             st.info(f"No call in the filters has {name} timing. Streamed traces with a first-token time or server "
                     "timings give it; `phaselens build` estimates it for the others (see the fits below).")
             continue
-        st.altair_chart(charts.percentile_lines_chart(d, f"{name} ({unit}, log)", GROUPS[group]),
+        st.altair_chart(charts.percentile_lines_chart(d, f"{name} ({unit}, log)", GROUPS[group], scale),
                         width="stretch")
 
     st.subheader("SLOs")
@@ -69,12 +71,17 @@ if not no_calls(ctx):
                          "breached bins": int(mine["breached"].sum()),
                          "source": "configuration" if (w, m, x) in configured_slos else "this link"})
         summary = pd.DataFrame(rows)
-        st.dataframe(summary, hide_index=True, width="stretch")
+        table(summary, {"workload": "Workload", "objective": "Objective", "bins": count_col(f"{ctx.bin.capitalize()}s"),
+                        "breached bins": count_col(f"Breached {ctx.bin}s"), "source": "Source"})
         breaches = int(status["breached"].sum()) if len(status) else 0
         st.caption(f"{count(breaches)} breached {ctx.bin}s out of {count(len(status))} evaluated (UTC bins with calls).")
         if len(status):
             status = status.assign(slo=status["workload"] + " " + status["slo_metric"].map(SLO_METRICS))
-            st.altair_chart(charts.slo_chart(status), width="stretch")
+            # seconds (TTFT, e2e) and milliseconds (ITL) each on their own axis
+            itl = status["slo_metric"].str.startswith("itl")
+            for part, unit in [(status[~itl], "s"), (status[itl], "ms")]:
+                if len(part):
+                    st.altair_chart(charts.slo_chart(part, unit), width="stretch")
 
     st.subheader("How timing was split")
     src = queries.load_timing_sources(ctx.snapshot, ctx.filters)
@@ -82,6 +89,21 @@ if not no_calls(ctx):
                "model; none = no timing. " + ", ".join(f"{r.timing_source}: {count(r.calls)}" for r in src.itertuples()))
     fits = queries.load_table(ctx.snapshot, "latency_fits")
     if len(fits):
-        st.dataframe(fits, hide_index=True, width="stretch")
+        st.markdown("**Fitted latency models** (per provider/model; they estimate the split where traces lack it)")
+        fits = in_ms(fits, "ttft_intercept_s", "decode_s_per_output_token")
+        fits["model"] = fits["provider"] + "/" + fits["model"]
+        fits["ttft_ms_per_1k"] = pd.to_numeric(fits["ttft_s_per_uncached_token"], errors="coerce") * 1e6
+        table(fits, {
+            "model": "Provider/model", "kind": "Kind", "method": "Method",
+            "n_fit": count_col("Fitted on (calls)"), "n_holdout": count_col("Held out (calls)"),
+            "ttft_intercept_s": ms_col("TTFT base (ms)"),
+            "ttft_ms_per_1k": ms_col("TTFT per 1k uncached input tokens (ms)"),
+            "decode_s_per_output_token": ms_col("Decode per output token (ms)"),
+            "r2_ttft": number_col("R² TTFT", 0.01), "r2_decode": number_col("R² decode", 0.01),
+            "holdout_mape_ttft": pct_col("Held-out error TTFT", help="Mean absolute percentage error on held-out calls."),
+            "holdout_mape_decode": pct_col("Held-out error decode", help="Mean absolute percentage error on held-out calls."),
+            "n_estimated": count_col("Calls estimated with it"),
+            "note": "Note",
+        })
     else:
         st.caption("No latency fits published yet: `phaselens build` fits them.")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, no_calls, pct, seconds, usd
+from phaselens.app.ui import context, count, count_col, in_ms, millis, ms_col, no_calls, pct, pct_col, seconds, seconds_col, table, usd, usd_col
+from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
 
 ctx = context()
 st.title("Overview")
@@ -14,16 +15,19 @@ if not no_calls(ctx):
     t = queries.load_totals(ctx.snapshot, ctx.filters)
     c = st.columns(4)
     c[0].metric("Calls", count(t["calls"]), help="Model calls in the period and filters.")
-    c[1].metric("Cost (estimated, USD)", usd(t["cost_usd"]),
-                help=f"At list/price-book prices; {count(t['unpriced_calls'])} calls have no known price and are not in it.")
+    c[1].metric("Cost (USD)", usd(t["cost_usd_best"]),
+                help=f"{COST_HEADLINE.capitalize()} (estimate at list/price-book prices: {usd(t['cost_usd'])}); "
+                     f"{count(t['unpriced_calls'])} calls have no known price and are not in it.")
     c[2].metric("Prefill share of time", pct(t["prefill_time_share"]),
                 help=f"Time to first token over call time, on {count(t['split_calls'])} calls with both phases timed.")
     c[3].metric("Prefill share of cost", pct(t["prefill_cost_share"]), help="Input-side (prefill) USD over total USD.")
+    st.caption(f"Cost: {COST_HEADLINE} ({count(t['invoice_calls'])} of {count(t['calls'])} calls billed). "
+               f"Percentiles: {PERCENTILE_METHOD}.")
     c = st.columns(4)
-    c[0].metric("TTFT p50", seconds(t["ttft_p50_s"]), help="Time to first token, median (from log histograms, ±3%).")
+    c[0].metric("TTFT p50", seconds(t["ttft_p50_s"]), help=f"Time to first token, median ({PERCENTILE_METHOD}).")
     c[1].metric("TTFT p95", seconds(t["ttft_p95_s"]))
-    c[2].metric("ITL p50", seconds(t["itl_p50_s"]), help="Inter-token latency per output token after the first.")
-    c[3].metric("ITL p95", seconds(t["itl_p95_s"]))
+    c[2].metric("ITL p50", millis(t["itl_p50_s"]), help="Inter-token latency per output token after the first.")
+    c[3].metric("ITL p95", millis(t["itl_p95_s"]))
     if t["unpriced_calls"]:
         st.warning(f"{count(t['unpriced_calls'])} calls have no known price and are left out of the cost "
                    "(see Data health → unpriced models).")
@@ -49,20 +53,17 @@ if not no_calls(ctx):
         # names and levers are shown as text: a workload name is never read as Markdown or HTML
         st.text(f"{r.workload} · time: {time_phase} — {time_lever}\n"
                 f"{r.workload} · money: {money_phase} — {cost_lever}")
-    table = wl[["workload", "dominant_latency_phase", "dominant_cost_phase", "calls", "cost_usd",
-                "prefill_time_share", "prefill_cost_share", "ttft_p95_s", "itl_p50_s", "shape_class"]].copy()
-    table["cost_usd"] = table["cost_usd"].astype(float)
-    st.dataframe(
-        table, hide_index=True, width="stretch",
-        column_config={
-            "workload": "Workload", "calls": st.column_config.NumberColumn("Calls", format="%d"),
-            "cost_usd": st.column_config.NumberColumn("Cost (USD)", format="$%.2f"),
-            "prefill_time_share": st.column_config.ProgressColumn("Prefill share of time", min_value=0, max_value=1, format="percent"),
-            "dominant_latency_phase": "Dominant phase (time)",
-            "prefill_cost_share": st.column_config.ProgressColumn("Prefill share of cost", min_value=0, max_value=1, format="percent"),
-            "dominant_cost_phase": "Dominant phase (money)",
-            "ttft_p95_s": st.column_config.NumberColumn("TTFT p95 (s)", format="%.3f"),
-            "itl_p50_s": st.column_config.NumberColumn("ITL p50 (s/token)", format="%.4f"),
-            "shape_class": "Shape",
-        },
-    )
+    shown = in_ms(wl, "itl_p50_s").assign(
+        shape_class=wl["shape_class"].map(lambda v: v.replace("_", " ") if isinstance(v, str) else v))
+    table(shown, {
+        "workload": "Workload",
+        "dominant_latency_phase": "Dominant phase (time)",
+        "dominant_cost_phase": "Dominant phase (money)",
+        "calls": count_col("Calls"),
+        "cost_usd_best": usd_col("Cost (USD)", help=COST_HEADLINE.capitalize()),
+        "prefill_time_share": pct_col("Prefill share of time", bar=True),
+        "prefill_cost_share": pct_col("Prefill share of cost", bar=True),
+        "ttft_p95_s": seconds_col("TTFT p95 (s)"),
+        "itl_p50_s": ms_col("ITL p50 (ms)"),
+        "shape_class": "Shape",
+    })

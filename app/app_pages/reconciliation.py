@@ -7,13 +7,11 @@ import altair as alt
 import streamlit as st
 
 from phaselens.app import queries
-from phaselens.app.ui import context, count, empty_state, pct, usd
+from phaselens.app.ui import (context, count, count_col, empty_state, pct, pct_col, table, text_col, untraced_table, usd,
+                             usd_col, words)
 
-DOLLARS = {c: st.column_config.NumberColumn(c.replace("_cost_usd", " (USD)").replace("_usd", " (USD)").replace("_", " "),
-                                            format="dollar")
-           for c in ["billed_cost_usd", "estimated_cost_usd", "cost_delta_usd", "untraced_cost_usd", "allocated_cost_usd"]}
-CELL_COLUMNS = ["day", "provider", "model", "token_type", "cause", "explanation", "billed_cost_usd", "estimated_cost_usd",
-                "cost_delta_usd", "token_coverage", "billed_tokens", "traced_tokens", "status"]
+MONEY = {"billed_cost_usd": usd_col("Billed (USD)"), "estimated_cost_usd": usd_col("Estimated (USD)"),
+         "cost_delta_usd": usd_col("Billed − estimated (USD)")}
 
 ctx = context()
 st.title("Reconciliation")
@@ -51,32 +49,33 @@ else:
             chart = alt.Chart(daily).mark_bar().encode(
                 x=alt.X("yearmonthdate(day):O", title="day (UTC)", axis=alt.Axis(labelAngle=0, format="%Y-%m-%d")),
                 xOffset=alt.XOffset("kind:N"),
-                y=alt.Y("usd:Q", title="cost (USD)"), color=alt.Color("kind:N", title=""),
+                y=alt.Y("usd:Q", title="cost (USD)"),
+                color=alt.Color("kind:N", title="", legend=alt.Legend(orient="bottom", labelLimit=0)),
                 tooltip=[alt.Tooltip("day:T", title="day (UTC)"), "kind:N", alt.Tooltip("usd:Q", format="$,.2f")],
             ).properties(height=260)
             st.altair_chart(chart, width="stretch")
 
         st.subheader("Gaps by cause")
-        st.dataframe(r["reconciliation_by_cause"], hide_index=True, width="stretch", column_config=DOLLARS)
+        by_cause = r["reconciliation_by_cause"]
+        table(by_cause.assign(cause=by_cause["cause"].map(words)),
+              {"cause": "Cause", "cells": count_col("Cells"), **MONEY})
 
         st.subheader("Cells, gaps first")
         cells = r["reconciliation_cells"]
         if st.toggle("Only cells with a gap", value=True, key="rec_gaps_only"):
             cells = cells[cells["cause"] != "ok"]
-        st.dataframe(cells[[c for c in CELL_COLUMNS if c in cells.columns]], hide_index=True, width="stretch",
-                     column_config={
-                         "day": st.column_config.DateColumn("day (UTC)"),
-                         "explanation": st.column_config.TextColumn("explanation", width="large"),
-                         "token_coverage": st.column_config.NumberColumn("token coverage (traced/billed)", format="percent"),
-                         "billed_tokens": st.column_config.NumberColumn("billed (tokens)", format="compact"),
-                         "traced_tokens": st.column_config.NumberColumn("traced (tokens)", format="compact"),
-                         **DOLLARS,
-                     })
+        cells = cells.assign(**{c: cells[c].map(words) for c in ("token_type", "cause", "status")})
+        table(cells, {
+            "day": st.column_config.DateColumn("Day (UTC)"), "provider": "Provider", "model": "Model",
+            "token_type": "Token type", "cause": "Cause", **MONEY,
+            "token_coverage": pct_col("Token coverage (traced / billed)"),
+            "billed_tokens": count_col("Billed (tokens)"), "traced_tokens": count_col("Traced (tokens)"),
+            "status": "Status", "explanation": text_col("Explanation", width="large"),
+        })
 
         st.subheader("Untraced bucket")
         untraced = r["untraced_cells"]
         if len(untraced):
-            st.dataframe(untraced, hide_index=True, width="stretch",
-                         column_config={"day": st.column_config.DateColumn("day (UTC)"), **DOLLARS})
+            untraced_table(untraced)
         else:
             st.caption("Every billed dollar in the filters is allocated to a traced call (to within half a cent per cell).")

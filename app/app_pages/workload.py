@@ -8,7 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, empty_state, md_text, no_calls, pct, seconds, usd
+from phaselens.app.ui import (context, count, count_col, empty_state, in_ms, md_text, millis, ms_col, no_calls, pct,
+                             seconds, seconds_col, table, text_col, text_or_dash, usd, usd_col)
+from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
 
 COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
                 "cache_write_usd": "cache write", "output_usd": "output"}
@@ -38,9 +40,10 @@ def whatif_panel(ctx, name: str, f) -> None:
         return
     _, rows = result_rows(result)
     table = pd.DataFrame([{
-        "option": r[0], "TTFT p50": seconds(r[1]), "TTFT p95": seconds(r[2]), "ITL p50": seconds(r[3]),
-        "ITL p95": seconds(r[4]), "e2e p95": seconds(r[6]), "cost per day": usd(r[7]), "goodput": pct(r[8]),
-        "$ per good call": usd(r[9], 4), "Δ cost per day": usd(r[10]), "latency basis": r[13],
+        "option": r[0], "TTFT p50": seconds(r[1]), "TTFT p95": seconds(r[2]), "ITL p50": millis(r[3]),
+        "ITL p95": millis(r[4]), "e2e p95": seconds(r[6]), "cost per day": usd(r[7]), "goodput": pct(r[8]),
+        "$ per 1,000 good calls": usd(None if r[9] is None else 1000 * r[9]), "Δ cost per day": usd(r[10]),
+        "latency basis": text_or_dash(r[13]),
     } for r in rows])
     st.dataframe(table, hide_index=True, width="stretch")
     slo_text = ", ".join(f"{s['metric']} ≤ {seconds(s['max_s'])}" for s in result["slos"]) or "no SLO configured"
@@ -73,13 +76,19 @@ if not no_calls(ctx):
     f = replace(ctx.filters, workloads=(name,))
     row = wl.set_index("workload").loc[name]
 
-    c = st.columns(6)
+    # the workload's headline figures, the same numbers `phaselens workloads`, `explain` and the reports give
+    c = st.columns(4)
     c[0].metric("Calls", count(row["calls"]))
-    c[1].metric("Cost (estimated, USD)", usd(row["cost_usd"]))
-    c[2].metric("Prefill share of time", pct(row["prefill_time_share"]), help=f"dominant: {row['dominant_latency_phase']}")
-    c[3].metric("Prefill share of cost", pct(row["prefill_cost_share"]), help=f"dominant: {row['dominant_cost_phase']}")
-    c[4].metric("TTFT p95", seconds(row["ttft_p95_s"]))
-    c[5].metric("ITL p50", seconds(row["itl_p50_s"]))
+    c[1].metric("Cost (USD)", usd(row["cost_usd_best"]), help=f"{COST_HEADLINE.capitalize()}.")
+    c[2].metric("Prefill share of time", pct(row["prefill_time_share"]),
+                help=f"Dominant phase (time): {text_or_dash(row['dominant_latency_phase'])}.")
+    c[3].metric("Prefill share of cost", pct(row["prefill_cost_share"]),
+                help=f"Dominant phase (money): {text_or_dash(row['dominant_cost_phase'])}.")
+    c = st.columns(4)
+    c[0].metric("TTFT p50", seconds(row["ttft_p50_s"]), help=f"Percentiles: {PERCENTILE_METHOD}.")
+    c[1].metric("TTFT p95", seconds(row["ttft_p95_s"]))
+    c[2].metric("ITL p50", millis(row["itl_p50_s"]))
+    c[3].metric("ITL p95", millis(row["itl_p95_s"]))
 
     st.subheader("Diagnosis")
     if isinstance(row["diagnosis"], str):
@@ -97,8 +106,10 @@ if not no_calls(ctx):
 
     st.subheader("Latency distributions")
     c = st.columns(2)
-    for col, metric, title in [(c[0], "ttft_s", "TTFT (s, log)"), (c[1], "itl_s", "ITL (s per output token, log)")]:
+    for col, metric, title in [(c[0], "ttft_s", "TTFT (s, log)"), (c[1], "itl_s", "ITL (ms per output token, log)")]:
         d = queries.load_distribution(ctx.snapshot, f, metric)
+        if metric == "itl_s":
+            d = in_ms(d, "lower_value", "upper_value")
         with col:
             st.markdown(f"**{title.split(' (')[0]}**")
             if d.empty:
@@ -130,20 +141,18 @@ if not no_calls(ctx):
     sample = queries.load_sample_calls(ctx.snapshot, f)
     st.caption("A bounded sample per workload: the latest calls, the slowest to first token and the most expensive. "
                "No prompt or completion text is stored.")
-    first = ["started_at", "picked_as", "provider", "model", "team", "input_tokens", "output_tokens", "ttft_s", "itl_s",
-             "e2e_s", "cost_usd", "timing_source", "status"]
-    show = sample[[c for c in first if c in sample.columns] +
-                  [c for c in sample.columns if c not in first and c != "workload"]].copy()
-    if "cost_usd" in show:
-        show["cost_usd"] = pd.to_numeric(show["cost_usd"], errors="coerce")
-    st.dataframe(show, hide_index=True, width="stretch", column_config={
-        "started_at": st.column_config.DatetimeColumn("started (UTC)"),
-        "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f"),
-        "itl_s": st.column_config.NumberColumn("ITL (s/token)", format="%.4f"),
-        "e2e_s": st.column_config.NumberColumn("e2e (s)", format="%.3f"),
-        "queue_s": st.column_config.NumberColumn("queue (s)", format="%.3f"),
-        "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
-        "input_tokens": st.column_config.NumberColumn("input (tokens)"),
-        "output_tokens": st.column_config.NumberColumn("output (tokens)"),
-        "cache_read_tokens": st.column_config.NumberColumn("cache read (tokens)"),
+    show = in_ms(sample, "itl_s").assign(model=sample["provider"] + "/" + sample["model"])
+    table(show, {
+        "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+        "picked_as": text_col("Picked as", help="Why this call is in the sample: latest, slowest to first token "
+                                                "or most expensive."),
+        "model": "Provider/model", "team": "Team",
+        "input_tokens": count_col("Input (tokens)"), "output_tokens": count_col("Output (tokens)"),
+        "cache_read_tokens": count_col("Cache read (tokens)"),
+        "ttft_s": seconds_col("TTFT (s)"), "itl_s": ms_col("ITL (ms)"), "e2e_s": seconds_col("e2e (s)"),
+        "cost_usd": usd_col("Cost (USD)"), "timing_source": "Timing", "status": "Status",
     })
+    with st.expander("Where each call came from"):
+        table(sample, {"started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+                       "call_id": "Call id", "trace_id": "Trace id", "source": "Source",
+                       "source_locator": "File and record"})

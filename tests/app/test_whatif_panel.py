@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from phaselens.app.ui import pct, seconds, usd
+from phaselens.app.ui import millis, pct, seconds, usd
 from phaselens.cli import app
 from tests.app.stores import SAMPLE_CONFIG
 from tests.app.test_pages import render
@@ -33,7 +33,7 @@ def test_whatif_panel_agrees_with_the_cli(sample_db, monkeypatch):
     for t in cli["targets"]:
         row, p = shown.loc[t["target"]], t["predicted"]
         assert row["TTFT p50"] == seconds(p["ttft_p50_s"]) and row["TTFT p95"] == seconds(p["ttft_p95_s"])
-        assert row["ITL p50"] == seconds(p["itl_p50_s"]) and row["ITL p95"] == seconds(p["itl_p95_s"])
+        assert row["ITL p50"] == millis(p["itl_p50_s"]) and row["ITL p95"] == millis(p["itl_p95_s"])
         assert row["cost per day"] == usd(p["cost_per_day_usd"]) and row["goodput"] == pct(p["goodput_share"])
         assert row["Δ cost per day"] == usd(t["delta"]["cost_per_day_usd"])
         assert row["latency basis"] == t["basis"]["latency_model"]
