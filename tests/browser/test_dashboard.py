@@ -84,7 +84,7 @@ class Watched:
     """A page whose console errors, uncaught errors and failed requests are collected."""
 
     def __init__(self, browser) -> None:
-        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.page = browser.new_page(viewport={"width": 1440, "height": 1000})
         self.problems: list[str] = []
         self.page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
@@ -110,10 +110,10 @@ class Watched:
 def screenshot(page, path: Path) -> None:
     """The whole page: Streamlit scrolls inside its main block, so grow the viewport to the content first."""
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 8000)})
+    page.set_viewport_size({"width": 1440, "height": min(max(1000, height + 40), 8000)})
     page.wait_for_timeout(500)
     page.screenshot(path=str(path))
-    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.set_viewport_size({"width": 1440, "height": 1000})
 
 
 def visit_every_page(browser, dashboard: Dashboard, prefix: str) -> Watched:
