@@ -181,7 +181,9 @@ def loads(
     except PhaselensError as e:
         _fail(e)
     if gaps:
-        if not con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'source_gaps'").fetchone()[0]:
+        from phaselens.pipeline.store import relation_exists
+
+        if not relation_exists(con, "source_gaps"):
             from phaselens.pipeline.errors import StoreError
 
             _fail(StoreError("the store predates source gaps", "run `phaselens ingest` or `phaselens build` once to add them"))
@@ -260,8 +262,9 @@ def export(
 def _need_build(con) -> None:
     from phaselens.pipeline.errors import StoreError
 
-    have = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'workloads'").fetchone()[0]
-    if not have:
+    from phaselens.pipeline.store import relation_exists
+
+    if not relation_exists(con, "workloads"):
         raise StoreError("the store has not been built yet", "run `phaselens build` after `phaselens ingest`")
 
 
@@ -553,6 +556,22 @@ def demo(
     if not no_dashboard:
         _err(f"dashboard on http://localhost:{port}; Ctrl+C to stop")
         _exec(_streamlit_cmd(db, port), None if headless else f"http://localhost:{port}")
+
+
+@app.command()
+def publish(db: DbOpt = None, config: ConfigOpt = None) -> None:
+    """Publish the dashboard's snapshot of the store by hand (ingest, build and run publish by themselves).
+
+    Opens the store read-only and prints the snapshot's path.
+    Example: phaselens publish --db phaselens.duckdb
+    """
+    from phaselens.pipeline.publish import publish_store
+
+    try:
+        path = publish_store(resolve_db(db), _config(config))
+    except PhaselensError as e:
+        _fail(e)
+    typer.echo(str(path))
 
 
 def main() -> None:

@@ -21,10 +21,8 @@ never visible. The snapshot is a documented read model too (docs/dashboard.md).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
-import sys
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -34,7 +32,7 @@ import duckdb
 from phaselens.models.config import Config
 
 from .errors import StoreError
-from .store import sql_text
+from .store import relation_exists, sql_text
 
 FORMAT_VERSION = 1
 ALIAS = "published"
@@ -111,15 +109,6 @@ def current_snapshot(db_path: Path | str) -> Path | None:
         if name and path.exists():
             return path
     return None
-
-
-def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether a table or view `name` exists in the connection's current database."""
-    sql = (
-        "SELECT count(*) FROM (SELECT table_name AS n, database_name AS d FROM duckdb_tables() "
-        "UNION ALL SELECT view_name, database_name FROM duckdb_views()) WHERE n = ? AND d = current_database()"
-    )
-    return con.execute(sql, [name]).fetchone()[0] > 0
 
 
 def _quote(text: str) -> str:
@@ -406,23 +395,3 @@ def publish_store(db_path: Path | str, config: Config | None = None) -> Path:
     finally:
         con.close()
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m phaselens.pipeline.publish --db FILE`: publish a store's snapshot by hand."""
-    ap = argparse.ArgumentParser(description="Publish the dashboard snapshot of a phaselens store.")
-    ap.add_argument("--db", required=True, type=Path, help="Store file.")
-    ap.add_argument("--config", type=Path, help="Configuration with the SLOs to publish.")
-    args = ap.parse_args(argv)
-    from phaselens.models.config import load_config
-
-    try:
-        path = publish_store(args.db, load_config(args.config) if args.config else None)
-    except StoreError as e:
-        print(f"Error: {e.message}\n  fix: {e.fix}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,13 +12,11 @@ error, 3 another run (or process) holds the lock or the store, 4 the build, publ
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import glob
 import hashlib
 import logging
 import os
-import sys
 import time
 import traceback
 from collections.abc import Iterator
@@ -36,6 +34,7 @@ from phaselens.models.run import RunSettings, resolve_period
 from . import telemetry
 from .errors import ConfigError, PhaselensError, StoreError
 from .load import FileResult, expand_paths
+from .store import relation_exists
 
 EXIT_OK, EXIT_FILES_FAILED, EXIT_CONFIG, EXIT_LOCKED, EXIT_FAILED = 0, 1, 2, 3, 4
 EXIT_CODES = {
@@ -204,7 +203,7 @@ def _fingerprint(con: duckdb.DuckDBPyConnection, config: Config) -> str:
 
 
 def _needs_build(con: duckdb.DuckDBPyConnection, fingerprint: str) -> bool:
-    built = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'workloads'").fetchall()[0][0]
+    built = relation_exists(con, "workloads")
     row = con.execute("SELECT value FROM phaselens_meta WHERE key = 'run_build_fingerprint'").fetchall()
     return not built or not row or row[0][0] != fingerprint
 
@@ -316,16 +315,3 @@ def run_batch(config_path: Path | str, *, now: datetime | None = None) -> RunRes
             span.set_attributes({"exit_code": result.exit_code, "new_files": len(result.new_files)})
         return result
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m phaselens.pipeline.run --config FILE`: the same as `phaselens run`."""
-    ap = argparse.ArgumentParser(description="One incremental phaselens batch: ingest new files, build, report.")
-    ap.add_argument("--config", required=True, type=Path, help="Configuration file with a [run] section.")
-    args = ap.parse_args(argv)
-    result = run_batch(args.config)
-    print(result.summary, file=sys.stdout if result.exit_code in (EXIT_OK, EXIT_FILES_FAILED) else sys.stderr)
-    return result.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())
