@@ -201,8 +201,25 @@ def _calls_filter(days: Iterable[date] | None) -> str:
     return " OR ".join([*ranges, "started_at IS NULL"])
 
 
-def _previous_for_increment(db_path: Path | str, since: str) -> Path | None:
-    """The current snapshot when it can take an incremental publish: same format, store and basis `since`."""
+def _billing_lines(con: duckdb.DuckDBPyConnection) -> str:
+    return str(con.execute("SELECT count(*) FROM raw_billing_lines").fetchall()[0][0])
+
+
+def _billing_days(con: duckdb.DuckDBPyConnection, seen: str | None) -> list[date] | None:
+    """The UTC days covered by the billing lines stored after the first `seen` lines (the table only grows; a
+    line's period may span days), or None when that cannot be told (no count recorded, or fewer lines now)."""
+    if seen is None or not seen.isdigit() or int(seen) > int(_billing_lines(con)):
+        return None
+    rows = con.execute(
+        "SELECT DISTINCT unnest(generate_series(CAST(period_start AS DATE), "
+        "greatest(CAST(period_start AS DATE), CAST(period_end - INTERVAL 1 MICROSECOND AS DATE)), INTERVAL 1 DAY))::DATE "
+        "FROM raw_billing_lines WHERE rowid >= ? AND period_start IS NOT NULL", [int(seen)]).fetchall()
+    return [r[0] for r in rows]
+
+
+def _previous_for_increment(db_path: Path | str, since: str) -> tuple[Path, str | None] | None:
+    """The current snapshot when it can take an incremental publish (same format, store and basis `since`), with
+    the count of billing lines it was made from."""
     snap = current_snapshot(db_path)
     if snap is None:
         return None
@@ -215,7 +232,7 @@ def _previous_for_increment(db_path: Path | str, since: str) -> Path | None:
     if (meta.get("format_version") != str(FORMAT_VERSION) or meta.get("basis") != since
             or meta.get("store") != str(Path(db_path).resolve()) or not set(PARTITIONED) <= tables):
         return None
-    return snap
+    return snap, meta.get("billing_lines")
 
 
 def _assemble_partitioned(con: duckdb.DuckDBPyConnection, days: Iterable[date] | None, previous: str | None) -> None:
@@ -265,7 +282,7 @@ def _write_relations(
         con.execute(f"INSERT INTO {ALIAS}.whatif_config VALUES (?)", [whatif_json])
 
 
-def _finish_snapshot(path: Path, store: Path | str, basis: str, computed: str) -> None:
+def _finish_snapshot(path: Path, store: Path | str, basis: str, computed: str, billing_lines: str) -> None:
     """Create the read macros and the meta row inside the new snapshot (opened as its own database)."""
     with duckdb.connect(str(path)) as snap:
         snap.execute(sql_text("sketch_macros"))
@@ -279,7 +296,8 @@ def _finish_snapshot(path: Path, store: Path | str, basis: str, computed: str) -
             "INSERT INTO published_meta VALUES (?, ?)",
             [["format_version", str(FORMAT_VERSION)], ["store", str(Path(store).resolve())],
              ["published_at", datetime.now(UTC).replace(tzinfo=None).isoformat(sep=" ")],
-             ["relations", ",".join(tables)], ["basis", basis], ["computed_days", computed]],
+             ["relations", ",".join(tables)], ["basis", basis], ["computed_days", computed],
+             ["billing_lines", billing_lines]],
         )
         snap.execute("CHECKPOINT")
 
@@ -321,7 +339,14 @@ def publish(
     slos = [(s.workload, s.metric, s.max_s) for s in config.slos] if config is not None else _previous_slos(db_path)
     whatif_json = whatif_config_json(config) if config is not None else _previous_whatif_config(db_path)
     basis = store_basis(con)
-    previous = _previous_for_increment(db_path, since) if days is not None and since is not None else None
+    billing_lines = _billing_lines(con)
+    found = _previous_for_increment(db_path, since) if days is not None and since is not None else None
+    previous = None
+    if found is not None:
+        # new billing changes the invoice-true cost of the calls its cells cover: their days are computed too
+        billed = _billing_days(con, found[1])
+        if billed is not None:
+            previous, days = found[0], sorted(set(days) | set(billed))
     if previous is None:
         days = None
     path = _new_snapshot_path(folder)
@@ -344,7 +369,7 @@ def publish(
     if attached_previous:
         con.execute(f"DETACH {PREVIOUS}")
     computed = "all" if days is None else ",".join(str(d) for d in sorted(set(days)))
-    _finish_snapshot(path, db_path, basis, computed)
+    _finish_snapshot(path, db_path, basis, computed, billing_lines)
     previous_name = _swap_pointer(folder, path)
     _delete_older(folder, previous_name, path.name)
     return path

@@ -179,11 +179,17 @@ def test_a_reader_during_incremental_publishes_sees_the_old_or_the_new_snapshot(
             publish(incr, incr_db, days={date(2026, 3, 4 + k)}, since=basis)
             totals.append(totals[-1] + len(batch))
             time.sleep(0.3)
+        lines = [first]
+        while not lines[-1].startswith(f"{totals[-1]}:"):  # until the reader has seen the last snapshot
+            line = reader.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
     finally:
         stop.touch()
         out, err = reader.communicate(timeout=60)
     assert reader.returncode == 0, err
-    seen = [tuple(int(x) for x in line.split(":")) for line in [first, *out.split()]]
+    seen = [tuple(int(x) for x in line.split(":")) for line in [*lines, *out.split()]]
     assert seen[0][0] == totals[0]
     # each read saw one whole snapshot: the totals, the freshness row and the sample agree with one publish
     assert {calls for calls, _, _ in seen} <= set(totals)
@@ -227,3 +233,19 @@ def test_cli_ingest_then_build_publish_the_store_a_single_load_publishes(tmp_pat
     assert set(got) == set(want)
     for name in want:
         assert got[name] == want[name], name
+
+
+def test_new_billing_lines_add_the_days_they_cover(stores):
+    """Billing changes the invoice-true cost of the calls its cells cover: the days of its period are computed."""
+    _, _, incr_db, incr = stores
+    basis = store_basis(incr)
+    incr.execute(
+        "INSERT INTO raw_billing_lines BY NAME SELECT 'line1' AS billing_line_id, TIMESTAMP '2026-03-02' AS period_start, "
+        "TIMESTAMP '2026-03-03' AS period_end, 'openai' AS provider, 'gpt-4o' AS model, 'output' AS token_type, "
+        "1000 AS quantity_tokens, 1.5 AS cost, 1.5 AS cost_usd, 'test' AS source")
+    insert_calls(incr, calls("c", datetime(2026, 3, 3, 2, 0), 10))
+    path = publish(incr, incr_db, days={date(2026, 3, 3)}, since=basis)
+    assert meta(path)["computed_days"] == "2026-03-02,2026-03-03"
+    basis = store_basis(incr)
+    insert_calls(incr, calls("d", datetime(2026, 3, 4, 2, 0), 10))
+    assert meta(publish(incr, incr_db, days={date(2026, 3, 4)}, since=basis))["computed_days"] == "2026-03-04"
