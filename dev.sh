@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up phaselens in ./.venv and run the demo or the test suite.
 #   ./dev.sh demo [--headless] [--port N]   ingest the sample day, build, open the dashboard
-#   ./dev.sh test [pytest args]             the whole test suite (installs Debian's chromium for browser tests)
+#   ./dev.sh test [pytest args]             the whole test suite (installs Debian's chromium for browser tests
+#                                           and Debian's openjdk-17 for the Spark parity tests)
 #   ./dev.sh setup                          only set up
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -12,7 +13,7 @@ setup() {
     "$PY" -m venv .venv
   fi
   .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
-  .venv/bin/python -m pip install --quiet -e '.[test]'
+  .venv/bin/python -m pip install --quiet -e '.[test,spark]'
 }
 
 chromium() {
@@ -26,11 +27,22 @@ chromium() {
   fi
 }
 
+java_runtime() {
+  # The Spark parity tests run PySpark in local mode, which needs a Java runtime (17 or newer).
+  if command -v java >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's openjdk-17-jre-headless for the Spark tests ..." >&2
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  else
+    echo "java is not installed and cannot be installed here (not root): Spark tests will be skipped" >&2
+  fi
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
   setup) setup ;;
   demo) setup; exec .venv/bin/phaselens demo "$@" ;;
-  test) setup; chromium; exec .venv/bin/python -m pytest "$@" ;;
+  test) setup; chromium; java_runtime; exec .venv/bin/python -m pytest "$@" ;;
   *) echo "usage: ./dev.sh demo|test|setup [args]" >&2; exit 2 ;;
 esac

@@ -19,7 +19,7 @@ def phase_map_chart(df: pd.DataFrame) -> alt.Chart:
     data = data[data["input_tokens_p50"] > 0]
     # a log axis has no 0: workloads without output (embeddings) sit on its floor of 1 token
     data["output_tokens_p50"] = data["output_tokens_p50"].clip(lower=1)
-    data["cost_usd"] = data["cost_usd"].astype(float)
+    data["cost_usd"] = data["cost_usd_best"].astype(float)  # the headline cost
     data["dominant_latency_phase"] = data["dominant_latency_phase"].fillna("no timing")
     base = alt.Chart(data)
     points = base.mark_circle(opacity=0.75, stroke="black", strokeWidth=0.5).encode(

@@ -1,5 +1,8 @@
 """Named reads of the published snapshot: one cached `load_*` function per relation or read macro.
 
+The SQL of each read macro comes from the read model (pipeline/read_model.py), the module the CLI and the reports
+read their figures through too, with the same percentile method and cost headline.
+
 Every function takes the snapshot path first, so the cache is keyed by it: when a batch run publishes a new
 snapshot the next rerun reads the new file, without a restart. Connections are read-only; SQL only names
 relations and macros of the snapshot (pipeline/sql/rollup_macros.sql) and binds values as parameters.
@@ -17,9 +20,9 @@ import streamlit as st
 
 from phaselens.pipeline.errors import StoreError
 from phaselens.pipeline.publish import FORMAT_VERSION, current_snapshot, publish_store
+from phaselens.pipeline.read_model import snapshot_sql
 
 TTL_S = 600
-FILTER_ARGS = "$since, $until, $providers, $models, $workloads, $teams"
 
 
 @dataclass(frozen=True)
@@ -124,67 +127,67 @@ def load_freshness(snapshot: str) -> dict:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_totals(snapshot: str, f: Filters) -> dict:
     """Calls, costs (USD), phase shares and TTFT/ITL/e2e p50/p95 (s) of everything the filters select."""
-    df = _query(snapshot, f"SELECT * FROM totals({FILTER_ARGS})", _with_filters(f))
+    df = _query(snapshot, snapshot_sql("totals"), _with_filters(f))
     return df.iloc[0].to_dict()
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_workload_phases(snapshot: str, f: Filters) -> pd.DataFrame:
     """Per workload: phase shares of time and money, dominant phases, median tokens, percentiles, lever."""
-    return _query(snapshot, f"SELECT * FROM workload_phases({FILTER_ARGS})", _with_filters(f))
+    return _query(snapshot, snapshot_sql("workload_phases"), _with_filters(f))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_percentiles(snapshot: str, f: Filters, bin_: str, group: str) -> pd.DataFrame:
     """p50/p90/p95/p99 per time bin, series and metric (seconds or tokens) from merged histograms."""
-    sql = f"SELECT * FROM hist_percentiles({FILTER_ARGS}, $bin, $grp)"
+    sql = snapshot_sql("hist_percentiles")
     return _query(snapshot, sql, _with_filters(f, bin=bin_, grp=group))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_distribution(snapshot: str, f: Filters, metric: str) -> pd.DataFrame:
     """Calls per log bucket of one metric, with the bucket bounds (seconds or tokens)."""
-    sql = f"SELECT * FROM hist_distribution({FILTER_ARGS}, $metric)"
+    sql = snapshot_sql("hist_distribution")
     return _query(snapshot, sql, _with_filters(f, metric=metric))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_cost_over_time(snapshot: str, f: Filters, bin_: str, group: str) -> pd.DataFrame:
     """USD per time bin and series by token bucket, estimated and invoice-true."""
-    sql = f"SELECT * FROM cost_over_time({FILTER_ARGS}, $bin, $grp)"
+    sql = snapshot_sql("cost_over_time")
     return _query(snapshot, sql, _with_filters(f, bin=bin_, grp=group))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_time_split(snapshot: str, f: Filters, bin_: str) -> pd.DataFrame:
     """Seconds per time bin in queue, prefill and decode."""
-    sql = f"SELECT * FROM time_split_over_time({FILTER_ARGS}, $bin)"
+    sql = snapshot_sql("time_split_over_time")
     return _query(snapshot, sql, _with_filters(f, bin=bin_))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_cost_by(snapshot: str, f: Filters, group: str) -> pd.DataFrame:
     """USD by team, project, workload, provider or model: estimated and invoice-true, input vs output."""
-    sql = f"SELECT * FROM cost_by({FILTER_ARGS}, $grp)"
+    sql = snapshot_sql("cost_by")
     return _query(snapshot, sql, _with_filters(f, grp=group))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_timing_sources(snapshot: str, f: Filters) -> pd.DataFrame:
     """Calls per timing source (measured, events, estimated, none)."""
-    return _query(snapshot, f"SELECT * FROM timing_sources({FILTER_ARGS})", _with_filters(f))
+    return _query(snapshot, snapshot_sql("timing_sources"), _with_filters(f))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_sample_calls(snapshot: str, f: Filters) -> pd.DataFrame:
     """The bounded call sample that passes the filters, latest first."""
-    return _query(snapshot, f"SELECT * FROM sample_calls({FILTER_ARGS})", _with_filters(f))
+    return _query(snapshot, snapshot_sql("sample_calls"), _with_filters(f))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def load_workload_latency(snapshot: str, f: Filters, bin_: str) -> pd.DataFrame:
     """TTFT/ITL/e2e p50 and p95 (s) per time bin and workload."""
-    sql = f"SELECT * FROM workload_latency({FILTER_ARGS}, $bin)"
+    sql = snapshot_sql("workload_latency")
     return _query(snapshot, sql, _with_filters(f, bin=bin_))
 
 
@@ -194,7 +197,7 @@ def load_slo_status(snapshot: str, f: Filters, bin_: str, slos: tuple[tuple[str,
     if not slos:
         return pd.DataFrame(columns=["workload", "slo_metric", "max_s", "t", "observed_s", "calls", "breached"])
     items = [{"workload": w, "metric": m, "max_s": float(x)} for w, m, x in slos]
-    sql = f"SELECT * FROM slo_status({FILTER_ARGS}, $bin, $slos)"
+    sql = snapshot_sql("slo_status")
     return _query(snapshot, sql, _with_filters(f, bin=bin_, slos=items))
 
 

@@ -15,7 +15,6 @@ cannot be read.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import zlib
@@ -74,17 +73,97 @@ class StageCounts:
     skipped: int = 0
 
 
+GZIP_CHUNK = 1 << 16
+
+
+class _Gunzip(io.RawIOBase):
+    """A gzip stream read as `gunzip` reads it: every member in turn (an empty first member included).
+
+    It never raises on bad data: a stream cut short, corrupt deflate data or bytes after the last
+    member end the stream there and are reported through `problem(why)` (zero padding is allowed).
+    """
+
+    def __init__(self, raw: IO[bytes], problem) -> None:
+        self._raw, self._problem = raw, problem
+        self._d: zlib._Decompress | None = None  # None between members
+        self._in, self._out, self._done, self._members = b"", b"", False, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+    def readinto(self, b) -> int:
+        while not self._out and not self._done:
+            self._fill()
+        n = min(len(b), len(self._out))
+        b[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+    def _fill(self) -> None:
+        if self._d is None:
+            if not self._in:
+                self._in = self._raw.read(GZIP_CHUNK)
+            if not self._in:
+                self._done = True
+                return
+            if self._members and not self._in.startswith(GZIP_MAGIC[:len(self._in)]):
+                rest = self._in + self._raw.read()
+                if rest.strip(b"\0"):
+                    self._problem(f"{len(rest):,} bytes after the last gzip member are not gzip data and were not read")
+                self._done = True
+                return
+            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self._members += 1
+        if not self._in:
+            self._in = self._raw.read(GZIP_CHUNK)
+            if not self._in:
+                self._problem("the gzip data is cut short (the file ends inside a compressed member)")
+                self._done = True
+                return
+        try:
+            out = self._d.decompress(self._in, GZIP_CHUNK * 4)
+        except zlib.error as e:
+            self._problem(f"the gzip data is corrupt ({e})")
+            self._done = True
+            return
+        if self._d.eof:
+            self._in = self._d.unused_data
+            self._d = None
+        else:
+            self._in = self._d.unconsumed_tail
+        self._out += out
+
+
+_BLANK = b" \t\r\n"
+
+
 @dataclass
 class SourceFile:
-    """A file to ingest: opened transparently whether plain or gzip, with a peek at its head."""
+    """A file to ingest: opened transparently whether plain or gzip, with a peek at its head.
+
+    Whatever stops a file from being read in full (a gzip stream cut short, a JSON document that ends
+    early) is noted with `incomplete(why)`; the load then records the file as `partial` with the reasons.
+    """
 
     path: Path
     display: str = ""
     options: dict = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.display:
             self.display = str(self.path)
+
+    def incomplete(self, why: str) -> None:
+        """Note a reason the file was not read in full (each reason once)."""
+        if why not in self.problems:
+            self.problems.append(why)
 
     @cached_property
     def raw_head(self) -> bytes:
@@ -100,25 +179,60 @@ class SourceFile:
         return "gzip" if self.raw_head[:2] == GZIP_MAGIC else None
 
     @cached_property
-    def head(self) -> bytes:
-        """The first bytes of the decompressed content."""
-        if self.compression != "gzip":
-            return self.raw_head
+    def _head_read(self) -> tuple[bytes, bool]:
+        """(the first HEAD_BYTES of the content after leading blank lines, whether that is all of it).
+
+        Leading blank lines of any length are passed over, so a file that starts with 300 KB of
+        newlines is still recognised; a gzip stream that yields nothing readable is unreadable.
+        """
+        seen: list[str] = []
         try:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            return d.decompress(self.raw_head, HEAD_BYTES)
-        except zlib.error as e:
-            raise UnreadableFile(self.display, f"not a readable gzip file ({e})", "check the file is complete") from e
+            f = self._open_binary(seen.append)
+        except OSError as e:
+            raise UnreadableFile(self.display, f"cannot open: {e.strerror or e}") from e
+        with f:
+            chunk = f.read(GZIP_CHUNK)
+            lead = b""
+            if chunk.startswith(b"\xef\xbb\xbf"):
+                lead, chunk = b"\xef\xbb\xbf", chunk[3:]
+            while chunk and not chunk.lstrip(_BLANK):
+                chunk = f.read(GZIP_CHUNK)
+            chunk = chunk.lstrip(_BLANK)
+            buf = bytearray(lead + chunk)
+            while chunk and len(buf) < HEAD_BYTES:
+                chunk = f.read(HEAD_BYTES - len(buf))
+                buf += chunk
+            whole = not f.read(1)
+        if seen and not buf.strip(_BLANK + b"\xef\xbb\xbf"):
+            raise UnreadableFile(self.display, f"not a readable gzip file: {seen[0]}", "check the file is complete")
+        return bytes(buf[:HEAD_BYTES]), whole
+
+    @property
+    def head(self) -> bytes:
+        """The first bytes of the decompressed content (leading blank lines passed over)."""
+        return self._head_read[0]
+
+    @property
+    def head_is_whole(self) -> bool:
+        """True when `head` holds all the content there is."""
+        return self._head_read[1]
 
     @cached_property
     def head_text(self) -> str:
         text = self.head.decode("utf-8", errors="replace")
         return text[1:] if text.startswith("\ufeff") else text
 
+    def _open_binary(self, problem) -> IO[bytes]:
+        f = open(self.path, "rb")
+        if f.read(2) == GZIP_MAGIC:
+            f.seek(0)
+            return io.BufferedReader(_Gunzip(f, problem), GZIP_CHUNK)
+        f.seek(0)
+        return f
+
     def open_binary(self) -> IO[bytes]:
-        if self.compression == "gzip":
-            return gzip.open(self.path, "rb")
-        return open(self.path, "rb")
+        """The content, decompressed when gzip; a damaged gzip ends early and marks the file incomplete."""
+        return self._open_binary(self.incomplete)
 
     def open_text(self) -> IO[str]:
         """Text stream (UTF-8, BOM dropped); gzip is decompressed on the fly."""
@@ -126,14 +240,15 @@ class SourceFile:
 
     def read_bytes(self) -> bytes:
         with self.open_binary() as f:
-            try:
-                return f.read()
-            except (OSError, EOFError, zlib.error) as e:
-                raise UnreadableFile(self.display, f"not a readable gzip file ({e})", "check the file is complete") from e
+            return f.read()
+
+    def read_text(self) -> str:
+        """The whole content as text (UTF-8, BOM dropped, bad bytes replaced)."""
+        return self.read_bytes().decode("utf-8-sig", errors="replace")
 
     @property
     def is_empty(self) -> bool:
-        return not self.head.strip()
+        return not self.head.strip(_BLANK + b"\xef\xbb\xbf")
 
     def first_json(self) -> object | None:
         """The first JSON value: the first line of JSON Lines, or the whole head of a JSON document."""
@@ -144,20 +259,31 @@ class SourceFile:
         for candidate in (first_line, text):
             try:
                 return json.loads(candidate)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
         return _json_prefix(text)
+
+    def first_line(self) -> str:
+        """The first line of the head (any of LF, CRLF or a bare CR ends it)."""
+        text = self.head_text.lstrip("\r\n")
+        return text.splitlines()[0] if text else ""
+
+    def csv_delimiter(self) -> str:
+        line = self.first_line()
+        return "\t" if line.count("\t") > line.count(",") else ","
 
     def csv_header(self) -> list[str] | None:
         """The header row of a CSV file, stripped, or None when the file does not look like CSV."""
         text = self.head_text.lstrip("\r\n")
         if not text or text[0] in "[{":
             return None
-        line = text.split("\n", 1)[0].rstrip("\r")
+        line = self.first_line()
         if "," not in line and "\t" not in line:
             return None
-        dialect_delim = "\t" if line.count("\t") > line.count(",") else ","
-        row = next(csv.reader([line], delimiter=dialect_delim), None)
+        try:
+            row = next(csv.reader([line], delimiter=self.csv_delimiter()), None)
+        except csv.Error:
+            return None
         return [c.strip() for c in row] if row else None
 
     def locator(self, where: int | str) -> str:
@@ -170,7 +296,7 @@ def _json_prefix(text: str) -> object | None:
         return None
     try:
         obj, _ = json.JSONDecoder().raw_decode(text[1:].lstrip())
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return [obj]
 

@@ -153,7 +153,8 @@ class AIPerfAdapter:
         rec = peek_record(src)
         if isinstance(rec, dict) and isinstance(rec.get("metadata"), dict) and isinstance(rec.get("metrics"), dict):
             values = list(rec["metrics"].values())
-            return "error" in rec and bool(values) and all(isinstance(v, dict) and "value" in v for v in values)
+            # `error` is optional (some exporters leave it out when null): metadata + metrics of {value} decide
+            return bool(values) and all(isinstance(v, dict) and "value" in v for v in values)
         return _is_aggregate(src)
 
     def parse(self, src: SourceFile) -> Iterator[Record]:

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from phaselens.models import LlmCall
 
+from . import jsonread
 from .base import Record, SourceFile
 from .calls_common import (
     UNKNOWN_MODEL, RecordError, attrs_json, derive_timing, file_fingerprint, hashed_call_id, option_text,
@@ -119,15 +120,24 @@ class VllmBenchAdapter:
     def parse(self, src: SourceFile) -> Iterator[Record]:
         """One `LlmCall` per request index; a bad entry becomes a Reject, the others go on."""
         with src.open_text() as f:
-            try:
-                doc = json.load(f)
-            except ValueError as e:
-                yield reject(src, SOURCE, 1, "malformed_json", f"the result file is not JSON: {e}")
+            text = f.read()
+        try:
+            doc = jsonread.loads(text)
+        except ValueError as e:
+            # a result cut short keeps its whole per-request lists; requests past a cut list are rejected below
+            cut = jsonread.salvage(text)
+            src.incomplete(cut.why)
+            yield reject(src, SOURCE, f"@{cut.position}", "malformed_json", f"{cut.why}: what follows is not read ({e})")
+            doc = cut.value
+            if not isinstance(doc, dict):
                 return
         if not isinstance(doc, dict) or not isinstance(doc.get("ttfts"), list):
             yield reject(src, SOURCE, 1, "malformed_row", "no per-request `ttfts` list in the result")
             return
         lengths = {k: len(doc[k]) for k in PER_REQUEST if isinstance(doc.get(k), list)}
+        # a per-request list cut by the break: its last element (a cut list of ITLs) is not whole
+        lengths.update({k: len(doc[k]) - (0 if doc[k] and jsonread.is_whole(doc[k][-1]) else 1)
+                        for k in lengths if not jsonread.is_whole(doc[k])})
         count = max(lengths.values())
         fingerprint = file_fingerprint(src)
         provider = option_text(src, "provider") or BACKEND_PROVIDER.get(
@@ -144,6 +154,9 @@ class VllmBenchAdapter:
                 yield _call(doc, i, hashed_call_id(SOURCE, fingerprint, i), src.locator(where), provider, model_raw)
             except RecordError as e:
                 yield reject(src, SOURCE, where, e.reason, e.detail, {k: _at(doc.get(k), i) for k in PER_REQUEST})
+            except (ValueError, TypeError, ArithmeticError, RecursionError, AttributeError) as e:
+                yield reject(src, SOURCE, where, "malformed_row", f"cannot read the request ({type(e).__name__}: {e})",
+                             {k: _at(doc.get(k), i) for k in PER_REQUEST})
 
 
 ADAPTERS = [VllmBenchAdapter()]

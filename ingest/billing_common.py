@@ -35,6 +35,7 @@ from .normalize import normalize_model
 NULL_STRINGS = frozenset({"", "NULL", "null", "None"})
 MONEY_STEP = Decimal("1e-12")  # DECIMAL(38, 12) in the store
 QUANTITY_STEP = Decimal("1e-6")  # DECIMAL(38, 6) in the store
+MAX_VALUE = Decimal(10) ** 20  # no real quantity or amount of one line is larger; beyond it the store overflows
 TOKEN_TYPES: tuple[TokenType, ...] = TokenType.__args__  # type: ignore[attr-defined]
 
 # Nouns a unit may name, and whether they count tokens. Characters and requests are not tokens.
@@ -110,6 +111,8 @@ def parse_decimal(value: Any, field: str, *, required: bool = True) -> Decimal |
         raise RowError("bad_number", f"{field}: {value!r} is not a number") from None
     if not d.is_finite():
         raise RowError("bad_number", f"{field}: {value!r} is not a finite number")
+    if abs(d) > MAX_VALUE:
+        raise RowError("bad_number", f"{field}: {str(value)[:40]} is out of range (above 1e20)")
     return d
 
 

@@ -34,6 +34,7 @@ from .base import Record, SourceFile
 from .billing_common import (
     LineMaker, RowError, column_key, parse_decimal, parse_tags, parse_timestamp, snake, unit_multiplier,
 )
+from . import jsonread
 from .billing_io import Row, guarded, is_parquet, json_head, read_json_values, table_keys, table_records, text_of
 from .billing_vocab import gemini_sku
 from .normalize import normalize_provider
@@ -166,6 +167,10 @@ class GcpBillingAdapter:
                 yield item
                 continue
             where, value = item
+            if not jsonread.is_whole(value):
+                yield Reject(source=self.name, locator=src.locator(where), reason="malformed_json",
+                             detail="the row is cut short where the document breaks", raw=truncate_raw(text_of(value)))
+                continue
             if not isinstance(value, dict):
                 yield Reject(source=self.name, locator=src.locator(where), reason="malformed_row",
                              detail="a billing row that is not a JSON object", raw=truncate_raw(text_of(value)))

@@ -20,21 +20,29 @@ from typing import Any
 from phaselens.models import Reject
 from phaselens.models.records import truncate_raw
 
+from . import jsonread
 from .base import Record, SourceFile, UnreadableFile
 from .billing_common import LineMaker, RowError, clean, column_key, require_columns
+from .calls_common import json_lines
 
 PARQUET_MAGIC = b"PAR1"
 
 
 def flatten(obj: dict, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as dotted keys (`{"sku": {"id": 1}}` -> `{"sku.id": 1}`); lists stay values."""
+    """Nested dicts as dotted keys (`{"sku": {"id": 1}}` -> `{"sku.id": 1, "sku": {"id": 1}}`); lists stay values.
+
+    The object itself stays under its own key too, so a field that should hold a number but holds an
+    object is seen (and rejected as not a number) instead of vanishing into child keys.
+    """
     out: dict[str, Any] = {}
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
+    stack = [(obj, prefix)]
+    while stack:  # a loop, not recursion: deep nesting cannot overflow the stack
+        node, pre = stack.pop()
+        for k, v in node.items():
+            key = f"{pre}{k}"
+            if isinstance(v, dict) and v:
+                stack.append((v, key + "."))
+            out.setdefault(key, v)
     return out
 
 
@@ -130,8 +138,7 @@ def open_table(src: SourceFile) -> Table:
 
         return Table(list(pf.schema_arrow.names), parquet_rows)
     header = src.csv_header() or []
-    first_line = src.head_text.lstrip("\r\n").split("\n", 1)[0]
-    delimiter = "\t" if first_line.count("\t") > first_line.count(",") else ","
+    delimiter = src.csv_delimiter()
 
     def csv_rows() -> Iterator[Row]:
         """Rows after the header, located by the line they end on; blank lines are not rows."""
@@ -166,31 +173,36 @@ def open_table(src: SourceFile) -> Table:
 
 
 def read_json_values(src: SourceFile, source: str) -> Iterator[tuple[str, Any] | Reject]:
-    """(locator suffix, value) for one JSON document, each element of a JSON array, or each JSON line."""
-    text = src.read_bytes().decode("utf-8-sig", errors="replace")
+    """(locator suffix, value) for one JSON document, each element of a JSON array, or each JSON line.
+
+    A document cut short or broken part way yields what is whole before the break (cut objects and
+    arrays as `jsonread.PartialDict` / `PartialList`, for the caller to reject), one `malformed_json`
+    reject at the break, and marks the file as not read in full.
+    """
+    text = src.read_text()
     if not text.strip():
         return
     try:
-        doc = json.loads(text, parse_float=Decimal)
-    except ValueError as whole_error:
-        lines = text.splitlines()
-        first = next((i for i, line in enumerate(lines) if line.strip()), 0)
-        try:
-            json.loads(lines[first], parse_float=Decimal)
-        except ValueError:
-            where = getattr(whole_error, "lineno", 1)
-            yield Reject(source=source, locator=src.locator(where), reason="malformed_json",
-                         detail=f"not valid JSON: {whole_error}", raw=truncate_raw(text))
+        doc = jsonread.loads(text, parse_float=Decimal)
+    except ValueError:
+        if json_lines(text):
+            for n, line in enumerate(text.splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield str(n), jsonread.loads(line, parse_float=Decimal)
+                except ValueError as e:
+                    yield Reject(source=source, locator=src.locator(n), reason="malformed_json",
+                                 detail=f"not valid JSON: {e}", raw=truncate_raw(line))
             return
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                yield str(n), json.loads(line, parse_float=Decimal)
-            except ValueError as e:
-                yield Reject(source=source, locator=src.locator(n), reason="malformed_json",
-                             detail=f"not valid JSON: {e}", raw=truncate_raw(line))
-        return
+        cut = jsonread.salvage(text, parse_float=Decimal)
+        src.incomplete(cut.why)
+        yield Reject(source=source, locator=src.locator(f"@{cut.position}"), reason="malformed_json",
+                     detail=f"{cut.why}: what follows is not read",
+                     raw=truncate_raw(text[max(cut.position - 200, 0):cut.position + 200]))
+        doc = cut.value
+        if doc is None:
+            return
     if isinstance(doc, list):
         for i, item in enumerate(doc):
             yield f"[{i}]", item
@@ -212,9 +224,22 @@ def guarded(src: SourceFile, source: str, where: str, raw: Callable[[], str], pr
         out = list(produce())
     except RowError as e:
         yield Reject(source=source, locator=src.locator(where), reason=e.reason, detail=e.detail,
-                     raw=truncate_raw(raw()))
+                     raw=_raw(raw))
+        return
+    except (ValueError, TypeError, ArithmeticError, RecursionError, KeyError, IndexError, AttributeError) as e:
+        # a value no rule foresaw (a field of the wrong type, a number the store cannot hold): this row only
+        reason = "bad_number" if isinstance(e, ArithmeticError) else "malformed_row"
+        yield Reject(source=source, locator=src.locator(where), reason=reason,
+                     detail=f"cannot read the row ({type(e).__name__}: {str(e)[:200]})", raw=_raw(raw))
         return
     yield from out
+
+
+def _raw(raw: Callable[[], str]) -> str | None:
+    try:
+        return truncate_raw(raw())
+    except (RecursionError, ValueError):
+        return "[withheld: nested too deeply to show]"
 
 
 def table_records(
@@ -263,5 +288,10 @@ def bucket_results(
                     continue
                 for r, result in enumerate(results):
                     at = f"{page_where}#data[{b}].results[{r}]"
+                    if not jsonread.is_whole(result):
+                        yield Reject(source=source, locator=src.locator(at), reason="malformed_json",
+                                     detail="the result is cut short where the document breaks",
+                                     raw=_raw(lambda result=result: text_of(result)))
+                        continue
                     yield from guarded(src, source, at, lambda result=result: text_of(result),
                                        lambda result=result, bucket=bucket, at=at: handle(result, bucket, at))

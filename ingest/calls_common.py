@@ -21,6 +21,7 @@ from typing import Any
 from phaselens.models import LlmCall, Reject, Skip
 from phaselens.models.records import truncate_raw
 
+from . import jsonread
 from .base import SourceFile
 
 UNKNOWN_MODEL = "unknown"
@@ -34,6 +35,10 @@ TEXT_KEYS = frozenset({
 })
 
 _EPOCH = datetime(1970, 1, 1)
+# Upper bounds past which a value cannot be real (and would overflow the store's columns): rejected as bad_number.
+MAX_TOKENS = 10**12  # tokens in one call
+MAX_SECONDS = 1e7  # about 116 days for one call's duration
+MAX_USD = Decimal(10) ** 12  # dollars for one call
 _HASH_CHUNK = 1 << 20
 
 
@@ -77,6 +82,8 @@ def to_tokens(value: Any, field: str) -> int | None:
         raise RecordError("bad_number", f"{field} is not a whole number of tokens: {value!r}")
     if f < 0:
         raise RecordError("negative_tokens", f"{field} = {value!r}")
+    if f > MAX_TOKENS:
+        raise RecordError("bad_number", f"{field} = {str(value)[:40]} is out of range (above {MAX_TOKENS:.0e} tokens)")
     return int(f)
 
 
@@ -87,6 +94,8 @@ def to_seconds(value: Any, field: str, *, per_second: float = 1.0) -> float | No
         return None
     if f < 0:
         raise RecordError("bad_number", f"{field} is a negative duration: {value!r}")
+    if f / per_second > MAX_SECONDS:
+        raise RecordError("bad_number", f"{field} = {str(value)[:40]} is out of range (above {MAX_SECONDS:.0e} s)")
     return f / per_second
 
 
@@ -100,7 +109,10 @@ def to_usd(value: Any, field: str, *, divisor: int = 1) -> Decimal | None:
         raise RecordError("bad_number", f"{field} is not an amount: {str(value)[:40]!r}") from None
     if not out.is_finite():
         raise RecordError("bad_number", f"{field} is not finite: {value!r}")
-    return out / divisor if divisor != 1 else out
+    out = out / divisor if divisor != 1 else out
+    if abs(out) > MAX_USD:
+        raise RecordError("bad_number", f"{field} = {str(value)[:40]} is out of range (above {MAX_USD:.0e} USD)")
+    return out
 
 
 def parse_time(value: Any, field: str) -> datetime | None:
@@ -268,7 +280,10 @@ def safe_raw(record: Any) -> str | None:
 
     if record is None:
         return None
-    return truncate_raw(json.dumps(scrub(record), default=str, ensure_ascii=False))
+    try:
+        return truncate_raw(json.dumps(scrub(record), default=str, ensure_ascii=False))
+    except (RecursionError, ValueError):
+        return "[withheld: nested too deeply to show]"
 
 
 def reject(src: SourceFile, source: str, where: int | str, reason: str, detail: str, raw: Any = None) -> Reject:
@@ -286,62 +301,80 @@ Builder = Callable[[dict, int, str], "LlmCall | Skip | Iterable[LlmCall | Skip]"
 def iter_json_records(src: SourceFile, source: str) -> Iterator[Row]:
     """Records of a JSON array, `{"data": [...]}`, a single object or JSON Lines, each with its locator.
 
-    A JSON document cut short keeps the records before the cut and rejects the rest as one
-    `malformed_json`; a bad JSON Lines line is rejected alone.
+    A JSON document cut short (or broken part way) keeps the whole records before the break, rejects
+    the cut one as `malformed_json` and marks the file as not read in full; a bad JSON Lines line is
+    rejected alone.
     """
     with src.open_text() as f:
         text = f.read()
     stripped = text.lstrip()
-    if stripped.startswith("["):
-        yield from _iter_array(src, source, stripped)
-        return
     try:
-        doc = json.loads(stripped)
+        doc = jsonread.loads(stripped)
     except ValueError:
         doc = None
+        if stripped[:1] == "[" or (stripped[:1] == "{" and not json_lines(text)):
+            cut = jsonread.salvage(stripped)
+            src.incomplete(cut.why)
+            doc = cut.value
+            if doc is None:
+                yield 0, "1", reject(src, source, 1, "malformed_json", cut.why)
+                return
+            yield -1, f"@{cut.position}", reject(
+                src, source, f"@{cut.position}", "malformed_json", f"{cut.why}: what follows is not read")
     if isinstance(doc, dict):
         data = doc.get("data")
         if isinstance(data, list):
-            for i, rec in enumerate(data):
-                yield i, f"data[{i}]", rec
-        else:
+            yield from _whole_records(src, source, data, "data[{}]")
+        elif jsonread.is_whole(doc):
             yield 0, "1", doc
+        else:
+            yield 0, "1", reject(src, source, 1, "malformed_json", "the record is cut short", doc)
+        return
+    if isinstance(doc, list):
+        yield from _whole_records(src, source, doc, "[{}]")
         return
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            yield n, str(n), json.loads(line)
+            yield n, str(n), jsonread.loads(line)
         except ValueError as e:
             yield n, str(n), reject(src, source, n, "malformed_json", f"line is not JSON: {e}")
 
 
-def _iter_array(src: SourceFile, source: str, text: str) -> Iterator[Row]:
-    decoder = json.JSONDecoder()
-    pos, i, n = 1, 0, len(text)
-    while True:
-        while pos < n and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= n:
-            yield i, f"[{i}]", reject(src, source, f"[{i}]", "malformed_json", "the JSON array is cut short")
-            return
-        if text[pos] == "]":
-            return
-        try:
-            rec, pos = decoder.raw_decode(text, pos)
-        except ValueError as e:
-            yield i, f"[{i}]", reject(
-                src, source, f"[{i}]", "malformed_json", f"element {i} and the rest of the array are not JSON: {e}"
-            )
-            return
-        yield i, f"[{i}]", rec
-        i += 1
+def _whole_records(src: SourceFile, source: str, records: list, where: str) -> Iterator[Row]:
+    for i, rec in enumerate(records):
+        at = where.format(i)
+        if jsonread.is_whole(rec):
+            yield i, at, rec
+        else:
+            yield i, at, reject(src, source, at, "malformed_json", "the record is cut short where the document breaks", rec)
+
+
+def json_lines(text: str) -> bool:
+    """True when the text reads as JSON Lines: its first line is a JSON value, or (the first being bad)
+    another of its first lines is a whole JSON object."""
+    lines = [line.strip() for line in text.lstrip().splitlines()[:200] if line.strip()]
+    if not lines:
+        return False
+    try:
+        jsonread.loads(lines[0])
+        return True
+    except ValueError:
+        pass
+    for line in lines[1:50]:
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                if isinstance(jsonread.loads(line), dict):
+                    return True
+            except ValueError:
+                continue
+    return False
 
 
 def iter_csv_records(src: SourceFile, source: str) -> Iterator[Row]:
     """Rows of a CSV file as dicts (header names stripped), indexed from 0, located by line number."""
-    first_line = src.head_text.split("\n", 1)[0]
-    delimiter = "\t" if first_line.count("\t") > first_line.count(",") else ","
+    delimiter = src.csv_delimiter()
     with src.open_text() as f:
         reader = csv.DictReader(f, delimiter=delimiter)
         reader.fieldnames = [c.strip() for c in (reader.fieldnames or [])]
@@ -374,10 +407,16 @@ def build_all(src: SourceFile, source: str, rows: Iterable[Row], build: Builder)
             continue
         try:
             out = build(rec, index, src.locator(where))
+            out = [out] if isinstance(out, (LlmCall, Skip)) else list(out)
         except RecordError as e:
             yield reject(src, source, where, e.reason, e.detail, rec)
             continue
-        yield from ((out,) if isinstance(out, (LlmCall, Skip)) else out)
+        except (ValueError, TypeError, ArithmeticError, RecursionError, KeyError, IndexError, AttributeError) as e:
+            # a value no rule above foresaw (e.g. a field of the wrong type): this record only is rejected
+            reason = "bad_number" if isinstance(e, ArithmeticError) else "malformed_row"
+            yield reject(src, source, where, reason, f"cannot read the record ({type(e).__name__}: {e})", rec)
+            continue
+        yield from out
 
 
 def peek_record(src: SourceFile) -> dict | None:

@@ -250,6 +250,11 @@ NOT_CALLS: tuple[str, ...] = (
 )
 
 # Operation values meaning an embeddings call / a text completion call, per convention.
+# Scopes of the spans a provider SDK writes about its own calls whenever a global tracer provider is set
+# (beside any instrumentation's span of the same call). Such a span is often the root of a trace of its
+# own, so it is paired with the instrumentation span around it by time (otlp_merge.sql, rule 4).
+SDK_SCOPES: tuple[str, ...] = ("com.anthropic.sdk",)
+
 EMBEDDING_OPS: tuple[str, ...] = ("embeddings", "embedding", "ai.embed", "ai.embedMany", "embed", "embedder")
 
 
@@ -288,15 +293,34 @@ def _typed(k: Key, raw: str) -> str:
     return raw
 
 
+def _raw_names() -> dict[str, str]:
+    """Each distinct raw-value expression of the table -> the name of the column that holds it (`_r0`, `_r1`, ...)."""
+    names: dict[str, str] = {}
+    for keys in FIELDS.values():
+        for k in keys:
+            names.setdefault(_raw(k), f"_r{len(names)}")
+    return names
+
+
+def raw_columns() -> str:
+    """The column expressions for `{{CONVENTION_RAW_COLUMNS}}` in sql/otlp_spans.sql: each attribute lookup once.
+
+    A lookup used by several fields (or by a field's raw, typed and semantics columns) is computed once here and
+    referred to by name in `sql_columns()`; writing it out at each use tripled the query and its planning time.
+    """
+    return ",\n    ".join(f"{expr} AS {name}" for expr, name in _raw_names().items())
+
+
 def sql_columns() -> str:
     """The column expressions for `{{CONVENTION_COLUMNS}}` in sql/otlp_spans.sql.
 
     Per field F: `F_raw` (first present value, VARCHAR) and `F` (typed, in seconds/tokens); for input
     tokens also `input_semantics` (includes_cache | excludes_cache) of the entry that won.
     """
+    names = _raw_names()
     cols: list[str] = []
     for field, keys in FIELDS.items():
-        raws = [_raw(k) for k in keys]
+        raws = [names[_raw(k)] for k in keys]
         cols.append(f"coalesce({', '.join(raws)}) AS {field}_raw")
         typed = [_typed(k, r) for k, r in zip(keys, raws)]
         cols.append(f"coalesce({', '.join(typed)}) AS {field}")

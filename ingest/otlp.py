@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from importlib import resources
@@ -106,8 +107,16 @@ def _in_list(values: tuple[str, ...]) -> str:
 def spans_sql() -> str:
     """sql/otlp_spans.sql with the column expressions generated from the conventions table."""
     return (_sql("otlp_spans").replace("{{CONVENTION_COLUMNS}}", conventions.sql_columns())
+            .replace("{{CONVENTION_RAW_COLUMNS}}", conventions.raw_columns())
             .replace("{{NOT_CALLS}}", _in_list(conventions.NOT_CALLS))
             .replace("{{EMBEDDING_OPS}}", _in_list(tuple(x.lower() for x in conventions.EMBEDDING_OPS))))
+
+
+@functools.cache
+def merge_sql() -> str:
+    """sql/otlp_merge.sql with the provider SDKs' own scopes from the conventions table."""
+    like = " OR ".join("_scope LIKE '" + x.replace("'", "''") + "%'" for x in conventions.SDK_SCOPES) or "false"
+    return _sql("otlp_merge").replace("{{SDK_SCOPE}}", f"({like})")
 
 
 MERGE_ROUNDS = 4  # label propagation rounds: enough for chains of up to 2**4 spans of one call
@@ -127,12 +136,12 @@ def _looks_like_otlp(src: SourceFile) -> bool:
 def _is_json_lines(src: SourceFile) -> bool:
     """JSON Lines when the first line is a whole JSON value; otherwise one (pretty-printed) document."""
     first = src.head_text.lstrip().split("\n", 1)[0].strip()
-    if len(src.head) >= len(src.raw_head) and "\n" not in src.head_text.strip():
-        return True  # a single line: both readings agree
+    if "\n" not in src.head_text.strip():
+        return True  # a single line (or a first line longer than the head): a pretty-printed document has newlines
     try:
         json.loads(first)
         return True
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -149,8 +158,9 @@ class OtlpJsonAdapter:
     def stage(self, con: duckdb.DuckDBPyConnection, src: SourceFile, load_id: str) -> StageCounts:
         progress = src.options.get("progress")
         total, batches = StageCounts(), 0
-        chunks = _line_chunks(src) if _is_json_lines(src) else [(1, [src.read_bytes().decode("utf-8", "replace")])]
+        chunks = _line_chunks(src) if _is_json_lines(src) else [(1, [src.read_text()])]
         for first_line, lines in chunks:
+            lines = [_no_lone_surrogates(line) for line in lines]
             counts, good = stage_otlp_lines(con, lines, src.display, first_line, keep=keep_list(src.options))
             batches += good
             total = StageCounts(total.accepted + counts.accepted, total.rejected + counts.rejected,
@@ -160,6 +170,25 @@ class OtlpJsonAdapter:
         if not batches:
             raise UnreadableFile(src.display, "no line is an OTLP JSON batch", "check that the file holds OTLP traces")
         return total
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# a \\uD800-\\uDFFF escape not in a valid high-low pair (an odd run of backslashes makes it an escape)
+_LONE_SURROGATE = re.compile(
+    r"(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<![\\]u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+
+
+def _no_lone_surrogates(line: str) -> str:
+    """The line with each lone UTF-16 surrogate escape (`\\ud800`) replaced by U+FFFD.
+
+    JSON allows the escape, but it is not a character: DuckDB rejects the whole line over it. One bad
+    attribute value must not lose the line's other spans, so the value is kept with the replacement.
+    """
+    if not _SURROGATE_ESCAPE.search(line):
+        return line
+    return _LONE_SURROGATE.sub(lambda m: m.group(1) + "\\ufffd", line)
 
 
 def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
@@ -225,7 +254,7 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
     )
     con.execute(spans_sql(), {"display": display, "keep": keep})
     con.execute(_sql("otlp_prefix"))
-    con.execute(_sql("otlp_merge"))
+    con.execute(merge_sql())
     for _ in range(MERGE_ROUNDS):
         con.execute(_sql("otlp_merge_step"))
     con.execute(_sql("otlp_calls"))
@@ -248,7 +277,7 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
         INSERT INTO stage_rejects BY NAME
         SELECT 'otlp' AS source, source_locator AS locator, _reason AS reason,
                CASE _reason
-                 WHEN 'bad_timestamp' THEN 'startTimeUnixNano is missing, zero or not a number'
+                 WHEN 'bad_timestamp' THEN 'startTimeUnixNano is missing, zero or not a number, or endTimeUnixNano is not a time'
                  WHEN 'end_before_start' THEN 'endTimeUnixNano is earlier than startTimeUnixNano'
                  WHEN 'missing_model' THEN 'model-call span names no model (gen_ai.request.model / llm.model_name)'
                  WHEN 'negative_tokens' THEN 'a token count is below zero'

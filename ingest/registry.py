@@ -32,8 +32,17 @@ def by_name(name: str) -> Adapter:
 def detect(src: SourceFile) -> Adapter:
     """The first adapter whose `sniff` accepts the file, judged from content, never the file name."""
     for adapter in adapters():
-        if adapter.sniff(src):
-            return adapter
+        try:
+            if adapter.sniff(src):
+                return adapter
+        except UnreadableFile:
+            raise
+        except Exception as e:  # noqa: BLE001 - a sniffer error is this file's failure, not the run's
+            raise UnreadableFile(
+                src.display,
+                f"format detection failed in the {adapter.name} reader ({type(e).__name__}: {str(e)[:200]})",
+                "check the file is whole and in a format listed in docs/formats.md#how-a-file-is-recognised",
+            ) from e
     known = ", ".join(a.name for a in adapters())
     raise UnreadableFile(
         src.display,

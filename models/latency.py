@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from phaselens.ingest.normalize import normalize_model, normalize_provider
+from .vocabulary import normalize_model, normalize_provider
 
 
 class LatencyProfile(BaseModel):

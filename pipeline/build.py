@@ -10,6 +10,7 @@ Stages, in order (each leaves one or more tables; SQL in `pipeline/sql/`):
 6. `call_attribution`  the per-call results joined; `requests` reads it
 7. `workloads`         per-workload split, dominance, shape, diagnosis and lever
 8. `whatif_calls`      the bounded replay set of the routing what-if (pipeline/whatif.py)
+9. audits              `pipeline/sql/audits/*.sql` must return no rows, else the build rolls back (pipeline/audits.py)
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 
 import duckdb
 
 from phaselens.models.config import Config, WorkloadRule
 
 from . import telemetry
+from .audits import run_audits
 from .store import sql_text
 
 
@@ -33,6 +36,10 @@ class BuildResult:
     unpriced_calls: int = 0
     estimated_calls: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    full: bool = True                                       # every table re-derived from every raw row
+    reason: str = ""                                        # why the build was full (or "incremental")
+    days_rebuilt: list[date | None] = field(default_factory=list)  # UTC days recomputed (None: calls without a start)
+    new_loads: int = 0                                      # ledger loads whose rows this build saw first
 
 
 def workload_rules_sql(rules: list[WorkloadRule]) -> tuple[str, dict[str, str]]:
@@ -75,12 +82,23 @@ def _settings_table(con: duckdb.DuckDBPyConnection, config: Config) -> None:
 def build(
     con: duckdb.DuckDBPyConnection,
     config: Config | None = None,
+    full: bool = False,
     *,
     on_stage: Callable[[str, float], None] | None = None,
 ) -> BuildResult:
-    """Re-derive every built table and view from the raw tables; running it twice gives the same store."""
+    """Bring every built table up to date with the raw tables; running it twice gives the same store.
+
+    Incremental by default: when an earlier build of the same configuration left its state, only the UTC days
+    touched by loads since then are recomputed (pipeline/incremental.py); `full=True`, a changed configuration
+    or no state re-derive everything. Either way the store is the one a full build gives.
+    """
+    from . import incremental
+
     config = config or Config()
     result = BuildResult()
+    p = incremental.plan(con, config, full)
+    result.full, result.reason = p.full, p.reason
+    result.new_loads = sum(len(v) for v in p.new_loads.values())
 
     def stage(name: str, fn: Callable[[], None]) -> None:
         t = time.perf_counter()
@@ -93,7 +111,11 @@ def build(
 
     con.execute("SET memory_limit = ?", [Settings().build_memory_limit])
     with telemetry.operation("build"):
-        _run_stages(con, config, stage)
+        if p.full:
+            result.days_rebuilt = _days(con)
+            _run_stages(con, config, stage, lambda: incremental.record(con, p, len(result.days_rebuilt)))
+        else:
+            _in_transaction(con, lambda: _incremental(con, config, p, stage, result))
     result.calls, result.unpriced_calls, result.estimated_calls, result.workloads = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated'), "
         "count(DISTINCT workload) FROM call_attribution"
@@ -101,7 +123,30 @@ def build(
     return result
 
 
-def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[[str, Callable[[], None]], None]) -> None:
+def _in_transaction(con: duckdb.DuckDBPyConnection, fn: Callable[[], None]) -> None:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        fn()
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _incremental(con: duckdb.DuckDBPyConnection, config: Config, p, stage, result: BuildResult) -> None:
+    from . import incremental
+
+    result.days_rebuilt = incremental.recompute(con, config, p, stage)
+    con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))")
+    incremental.record(con, p, len(result.days_rebuilt))
+
+
+def _days(con: duckdb.DuckDBPyConnection) -> list[date | None]:
+    return [r[0] for r in con.execute("SELECT DISTINCT CAST(started_at AS DATE) AS d FROM raw_calls ORDER BY d").fetchall()]
+
+
+def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[[str, Callable[[], None]], None],
+                before_commit: Callable[[], None] = lambda: None) -> None:
     from .caching import build_caching
     from .latency import build_timing
     from .pricing import build_costs
@@ -118,11 +163,13 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
-        stage("workloads", lambda: con.execute(sql_text("workloads")))
+        stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
         stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
+        stage("audits", lambda: run_audits(con))  # invariants of the built store; a failure rolls all back
         con.execute(
             "INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))"
         )
+        before_commit()
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

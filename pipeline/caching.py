@@ -110,9 +110,19 @@ def _has_prices(con: duckdb.DuckDBPyConnection) -> bool:
     return _columns(con, "price_table") is not None and _columns(con, "call_costs") is not None
 
 
-def build_caching(con: duckdb.DuckDBPyConnection, settings: CachingSettings | None = None) -> None:
-    """Measure prefix reuse per call and cache lifetime (seconds) and price it (USD, seconds of TTFT)."""
+REUSE_STAGES = STAGES[:3]
+"""The per-call part (`call_prefix_reuse`): a call's rows depend on the calls within a cache lifetime of it only,
+so an incremental build runs it on the touched days and their neighbours; the rest sums over the store."""
+
+
+def build_caching(
+    con: duckdb.DuckDBPyConnection, settings: CachingSettings | None = None, part: str = "all",
+) -> None:
+    """Measure prefix reuse per call and cache lifetime (seconds) and price it (USD, seconds of TTFT).
+
+    `part`: "all", "reuse" (the per-call stages REUSE_STAGES only) or "savings" (the stages after them)."""
     settings = settings or CachingSettings()
+    stages = {"all": STAGES, "reuse": REUSE_STAGES, "savings": STAGES[len(REUSE_STAGES):]}[part]
     params = {
         "caching_calls": {"scope": settings.scope},
         "caching_call_prefix_reuse": {"min_block_tokens": settings.min_block_tokens},
@@ -121,7 +131,7 @@ def build_caching(con: duckdb.DuckDBPyConnection, settings: CachingSettings | No
     }
     with transaction(con):  # inside `phaselens build`, the build's transaction covers this stage
         _prepare_inputs(con, settings)
-        for name in STAGES:
+        for name in stages:
             if name == "caching_prices" and not _has_prices(con):
                 con.execute(EMPTY_PRICES_SQL)
                 continue

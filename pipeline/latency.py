@@ -17,7 +17,8 @@ Each fit is checked on a deterministic `holdout_share` of calls (md5 of call_id)
 then refitted on all of them for use. Fitting runs in Python on a capped sample per group; applying the
 coefficients to every call is one SQL statement (`pipeline/sql/latency_call_timing.sql`).
 
-`build_timing` leaves `latency_fits` (one row per provider, model and kind) and `call_timing` (one row per call).
+`build_timing` leaves `latency_fits` (one row per provider, model, kind and UTC day: each day is fitted on its
+own calls) and `call_timing` (one row per call).
 """
 
 from __future__ import annotations
@@ -339,9 +340,9 @@ def fit_profile(p: LatencyProfile, k: float = 1.345) -> dict[str, float | str | 
 
 
 def _fit_row(key: tuple, s: Sample | None, st: LatencySettings, profiles: dict) -> dict:
-    """The latency_fits row of one (provider, model, kind)."""
-    provider, model, kind = key
-    row: dict = {"provider": provider, "model": model, "kind": kind, "method": "none"}
+    """The latency_fits row of one (provider, model, kind, day)."""
+    provider, model, kind, day = key
+    row: dict = {"provider": provider, "model": model, "kind": kind, "day": day, "method": "none"}
     notes: list[str] = []
     n_split = int(s.has_split.sum()) if s is not None else 0
     n_e2e = int(s.has_e2e.sum()) if s is not None else 0
@@ -384,8 +385,8 @@ def _fit_row(key: tuple, s: Sample | None, st: LatencySettings, profiles: dict) 
 
 def _samples(con: duckdb.DuckDBPyConnection, st: LatencySettings) -> dict[tuple, Sample]:
     con.execute(sql_text("latency_sample"), {"cap": st.sample_cap, "holdout_bp": round(st.holdout_share * 10000)})
-    found = con.execute("SELECT DISTINCT grp, provider, model, kind FROM latency_sample").fetchall()
-    keys = {g: (p, m, k) for g, p, m, k in found}
+    found = con.execute("SELECT DISTINCT grp, provider, model, kind, day FROM latency_sample").fetchall()
+    keys = {g: (p, m, k, d) for g, p, m, k, d in found}
     cols = [f.name for f in fields(Sample)]
     nan = ", ".join(f"coalesce({c}, 'NaN'::DOUBLE) AS {c}" if c not in ("has_split", "holdout") else c for c in cols)
     data = con.execute(f"SELECT grp, {nan} FROM latency_sample ORDER BY grp, call_hash").fetchnumpy()
@@ -399,23 +400,60 @@ def _samples(con: duckdb.DuckDBPyConnection, st: LatencySettings) -> dict[tuple,
     return out
 
 
-def build_timing(con: duckdb.DuckDBPyConnection, settings: LatencySettings | None = None) -> None:
-    """Fit latency models per (provider, model) into `latency_fits` and time every call (s) into `call_timing`."""
+def _sort_key(k: tuple) -> tuple:
+    return tuple(("", "") if v is None else ("~", str(v)) for v in k)
+
+
+def build_timing(
+    con: duckdb.DuckDBPyConnection, settings: LatencySettings | None = None, *, profile_only_rows: bool = True,
+) -> None:
+    """Fit latency models per (provider, model, kind, UTC day) into `latency_fits` and time every call (s) into
+    `call_timing`. A day's fit learns from that day's calls alone (see docs/latency.md), so the estimate of a call
+    changes only when its day's calls change. `profile_only_rows`: add the rows of configured profiles whose
+    model has no call (`add_profile_only_fits`); an incremental build adds them over the whole store instead."""
     st = settings or LatencySettings()
     profiles = {(p.provider, p.model): fit_profile(p, st.huber_k) for p in st.profiles}
     with transaction(con):
         con.execute(sql_text("latency_calls"))
         samples = _samples(con, st)
         keys = {tuple(k) for k in con.execute(
-            "SELECT DISTINCT provider, model, kind FROM latency_calls WHERE model IS NOT NULL").fetchall()}
-        keys |= set(samples) | {(p, m, "generation") for p, m in profiles}
-        order = sorted(keys, key=lambda k: tuple("" if v is None else v for v in k))
+            "SELECT DISTINCT provider, model, kind, day FROM latency_calls WHERE model IS NOT NULL").fetchall()}
+        keys |= set(samples)
+        if profiles:
+            keys |= {(p, m, "generation", d) for p, m, d in con.execute(
+                "SELECT DISTINCT provider, model, day FROM latency_calls WHERE model IS NOT NULL").fetchall()
+                if (p, m) in profiles}
+        order = sorted(keys, key=_sort_key)
         rows = [_fit_row(k, samples.get(k), st, profiles) for k in order]
         con.execute(sql_text("latency_fits_ddl"))
-        if rows:
-            columns = [c for c, *_ in con.execute("DESCRIBE latency_fits").fetchall()]
-            con.register("latency_fit_rows", pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows]))
-            con.execute("INSERT INTO latency_fits BY NAME SELECT * FROM latency_fit_rows")
-            con.unregister("latency_fit_rows")
+        _insert_fits(con, rows)
         con.execute(sql_text("latency_call_timing"))
         con.execute("DROP TABLE latency_sample; DROP VIEW latency_calls")
+        if profile_only_rows:
+            add_profile_only_fits(con, st, profiles)
+
+
+def _insert_fits(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
+    if rows:
+        columns = [c for c, *_ in con.execute("DESCRIBE latency_fits").fetchall()]
+        con.register("latency_fit_rows", pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows]))
+        con.execute("INSERT INTO latency_fits BY NAME SELECT * FROM latency_fit_rows")
+        con.unregister("latency_fit_rows")
+
+
+def add_profile_only_fits(
+    con: duckdb.DuckDBPyConnection, settings: LatencySettings | None = None, profiles: dict | None = None,
+) -> None:
+    """Rows (day NULL, nothing estimated) for configured profiles whose model has no fit row, so a what-if can
+    still target it; rows of that kind whose model has since gained calls are dropped."""
+    st = settings or LatencySettings()
+    if profiles is None:
+        profiles = {(p.provider, p.model): fit_profile(p, st.huber_k) for p in st.profiles}
+    con.execute(
+        "DELETE FROM latency_fits f WHERE f.day IS NULL AND f.method = 'profile' AND f.n_estimated = 0 "
+        "AND NOT EXISTS (SELECT 1 FROM raw_calls c WHERE c.started_at IS NULL AND c.model = f.model "
+        "AND c.provider IS NOT DISTINCT FROM f.provider)")
+    have = {tuple(r) for r in con.execute("SELECT DISTINCT provider, model FROM latency_fits").fetchall()}
+    keys = sorted(((p, m, "generation", None) for p, m in profiles if (p, m) not in have), key=_sort_key)
+    rows = [_fit_row(k, None, st, profiles) | {"n_estimated": 0} for k in keys]
+    _insert_fits(con, rows)

@@ -38,7 +38,7 @@ class FileResult:
 
     file: str
     load_id: str
-    status: str  # loaded | unchanged | empty | failed
+    status: str  # loaded | partial | unchanged | empty | failed
     adapter: str | None = None
     kind: str | None = None
     accepted: int = 0
@@ -208,6 +208,12 @@ def _ledger(con: duckdb.DuckDBPyConnection, r: FileResult, run_id: str, sha: str
     )
 
 
+def _failure(display: str, e: UnreadableFile) -> str:
+    """The ledger message of a file that could not be read: the file, why, and what to do."""
+    why = e.why if display in e.why else f"{display}: {e.why}"
+    return why + (f"; {e.fix}" if e.fix else "")
+
+
 def load_file(
     con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False
 ) -> FileResult:
@@ -240,7 +246,7 @@ def _load_file(
         return done(status="failed", message=f"cannot read: {e.strerror or e}")
     if not force:
         seen = con.execute(
-            "SELECT 1 FROM raw_loads WHERE content_sha256 = ? AND status IN ('loaded', 'empty') LIMIT 1", [sha]
+            "SELECT 1 FROM raw_loads WHERE content_sha256 = ? AND status IN ('loaded', 'partial', 'empty') LIMIT 1", [sha]
         ).fetchone()
         if seen:
             return done(status="unchanged", message="same content already loaded; nothing to do")
@@ -250,7 +256,9 @@ def _load_file(
             return done(status="empty", message="the file is empty; nothing to load")
         adapter = detect(src)
     except UnreadableFile as e:
-        return done(status="failed", message=f"{e.why}" + (f"; {e.fix}" if e.fix else ""))
+        return done(status="failed", message=_failure(display, e))
+    except Exception as e:  # noqa: BLE001 - whatever stops one file's detection must not stop the run
+        return done(status="failed", message=f"{display}: cannot tell its format ({type(e).__name__}: {str(e)[:200]})")
 
     con.execute("BEGIN TRANSACTION")
     try:
@@ -262,20 +270,21 @@ def _load_file(
         else:  # pragma: no cover - registry guarantees one of the two
             raise TypeError(f"adapter {adapter.name} has neither stage() nor parse()")
         inserted, dups = _commit_stage(con, load_id, adapter.kind)
+        # a file not read in full keeps what was read whole, and says why the rest was not
         r = done(
-            status="loaded", adapter=adapter.name, kind=adapter.kind, accepted=inserted, duplicates=dups,
-            rejected=counts.rejected, skipped=counts.skipped,
+            status="partial" if src.problems else "loaded", adapter=adapter.name, kind=adapter.kind,
+            accepted=inserted, duplicates=dups, rejected=counts.rejected, skipped=counts.skipped,
+            message=("not read in full: " + "; ".join(src.problems)) if src.problems else "",
         )
         con.execute("COMMIT")
         return r
     except UnreadableFile as e:
         con.execute("ROLLBACK")
-        return done(status="failed", adapter=adapter.name, kind=adapter.kind,
-                    message=f"{e.why}" + (f"; {e.fix}" if e.fix else ""))
+        return done(status="failed", adapter=adapter.name, kind=adapter.kind, message=_failure(display, e))
     except Exception as e:
         con.execute("ROLLBACK")
         return done(status="failed", adapter=adapter.name, kind=adapter.kind,
-                    message=f"{type(e).__name__}: {e}")
+                    message=f"{display}: unexpected error while reading ({type(e).__name__}: {str(e)[:300]})")
 
 
 def ingest(

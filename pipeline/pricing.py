@@ -25,7 +25,7 @@ from phaselens.models.pricebook import SELF_HOSTED_PROVIDERS, PriceBook
 
 from .store import sql_text, transaction
 
-# phaselens provider name (see ingest/normalize.py) -> genai-prices provider id.
+# phaselens provider name (see models/vocabulary.py) -> genai-prices provider id.
 GENAI_PROVIDER_IDS: dict[str, str] = {
     "openai": "openai",
     "azure.ai.openai": "azure",

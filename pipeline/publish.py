@@ -7,6 +7,10 @@ store itself. At the end of `ingest` and `build` the writer calls `publish(con, 
    the whole-store relations the pages show (`workloads`, `latency_fits`, `caching_opportunity`,
    `reconciliation`, `untraced_costs` when built), data-health summaries, a bounded call sample, and the read
    macros of `rollup_macros.sql`;
+   the rollups kept per UTC day (`PARTITIONED`) are computed only for the days given as changed when the
+   previous snapshot is of the store as it stood before those changes (its `basis`, see `store_basis`); the
+   other days' rows are copied from that snapshot. Otherwise, and when no days are given, every day is
+   computed. Either way the new file is complete before it is named CURRENT;
 2. points `<db>.published/CURRENT` at it (temp file + `os.replace`, atomic on POSIX);
 3. deletes snapshots older than the one CURRENT named before, so a reader that has just read the pointer
    still finds its file.
@@ -21,7 +25,8 @@ import argparse
 import os
 import re
 import sys
-from datetime import UTC, datetime
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -33,13 +38,26 @@ from .store import sql_text
 
 FORMAT_VERSION = 1
 ALIAS = "published"
+PREVIOUS = "pl_previous"  # the snapshot an incremental publish copies untouched days from
 POINTER = "CURRENT"
 SNAPSHOT_NAME = re.compile(r"^(\d{8}T\d{6}\d{6}Z)-(\d+)\.duckdb$")
 
-# Rollup SQL files run on the writer's connection, in order; each creates relations in `published.`.
-ROLLUP_FILES: tuple[str, ...] = (
-    "rollup_hourly", "rollup_dimensions", "rollup_hist", "rollup_sample", "rollup_health", "rollup_billing",
-)
+# Rollup SQL files over the calls of the days being computed (`_pl_calls`); each leaves `_pl_part_<table>` temp
+# tables of the relations in PARTITIONED.
+PARTITION_FILES: tuple[str, ...] = ("rollup_hourly", "rollup_hist", "rollup_sample", "rollup_calls_by_day")
+
+# The snapshot's relations kept per UTC day: name -> (its day expression, its sort order). A NULL day (calls
+# without a start time) is computed on every publish.
+PARTITIONED: dict[str, tuple[str, str]] = {
+    "rollup_hourly": ("date_trunc('day', hour)", "hour, workload, provider, model, team, project"),
+    "rollup_hist_hourly": ("date_trunc('day', hour)", "hour, workload, provider, model, team, metric, bucket"),
+    "rollup_hist_daily": ("day", "day, workload, provider, model, team, metric, bucket"),
+    "call_sample_days": ("day", "day, workload, started_at, call_id"),
+    "calls_by_model_day": ("day", "day, provider, model"),
+}
+
+# Rollup SQL files run after the partitioned relations are assembled; each creates relations in `published.`.
+ROLLUP_FILES: tuple[str, ...] = ("rollup_dimensions", "rollup_sample_final", "rollup_health", "rollup_billing")
 
 # Whole-store relations copied as they are when the build has made them (the pages say when one is missing).
 COPIED_RELATIONS: tuple[str, ...] = (
@@ -147,12 +165,75 @@ def whatif_config_json(config: Config) -> str:
     return config.model_dump_json(include={"whatif", "prices", "deployments"})
 
 
+def store_basis(con: duckdb.DuckDBPyConnection) -> str:
+    """What the store's data stands at: its last build and its ingest ledger. A writer reads it before it changes
+    the store and passes it to `publish` with the days it changed; a snapshot records the basis it was made from.
+    """
+    built = con.execute("SELECT max(value) FROM phaselens_meta WHERE key = 'built_at'").fetchall()[0][0]
+    loads, last = con.execute("SELECT count(*), max(finished_at) FROM raw_loads").fetchall()[0]
+    return f"built_at={built}|loads={loads}|last_load={last}"
+
+
+def _day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
+    """Days as [start, end) ranges of consecutive days, so a filter on a sorted column reads few row groups."""
+    ranges: list[list[date]] = []
+    for d in sorted(set(days)):
+        if ranges and ranges[-1][1] == d:
+            ranges[-1][1] = d + timedelta(days=1)
+        else:
+            ranges.append([d, d + timedelta(days=1)])
+    return [(a, b) for a, b in ranges]
+
+
+def _calls_filter(days: Iterable[date] | None) -> str:
+    """The WHERE condition on `started_at` selecting the calls of `days` and those without a start (None = all)."""
+    if days is None:
+        return "true"
+    ranges = [f"(started_at >= TIMESTAMP '{a}' AND started_at < TIMESTAMP '{b}')" for a, b in _day_ranges(days)]
+    return " OR ".join([*ranges, "started_at IS NULL"])
+
+
+def _previous_for_increment(db_path: Path | str, since: str) -> Path | None:
+    """The current snapshot when it can take an incremental publish: same format, store and basis `since`."""
+    snap = current_snapshot(db_path)
+    if snap is None:
+        return None
+    try:
+        with duckdb.connect(str(snap), read_only=True) as prev:
+            meta = dict(prev.execute("SELECT key, value FROM published_meta").fetchall())
+    except duckdb.Error:
+        return None
+    tables = set(meta.get("relations", "").split(","))
+    if (meta.get("format_version") != str(FORMAT_VERSION) or meta.get("basis") != since
+            or meta.get("store") != str(Path(db_path).resolve()) or not set(PARTITIONED) <= tables):
+        return None
+    return snap
+
+
+def _assemble_partitioned(con: duckdb.DuckDBPyConnection, days: Iterable[date] | None, previous: str | None) -> None:
+    """Create each PARTITIONED relation: the previous snapshot's rows of the days not computed, then the new rows."""
+    keep = None
+    if previous is not None and days is not None:
+        listed = ", ".join(f"DATE '{d}'" for d in sorted(set(days))) or "NULL"
+        keep = f"{{day}} IS NOT NULL AND CAST({{day}} AS DATE) NOT IN ({listed})"
+    for name, (day, order) in PARTITIONED.items():
+        old = f"SELECT * FROM {previous}.{name} WHERE {keep.format(day=day)} UNION ALL " if keep else ""
+        con.execute(f"CREATE TABLE {ALIAS}.{name} AS SELECT * FROM ({old}SELECT * FROM _pl_part_{name}) ORDER BY {order}")
+        con.execute(f"DROP TABLE _pl_part_{name}")
+
+
 def _write_relations(
-    con: duckdb.DuckDBPyConnection, slos: list[tuple[str, str, float]], whatif_json: str | None = None
+    con: duckdb.DuckDBPyConnection, slos: list[tuple[str, str, float]], whatif_json: str | None = None,
+    days: Iterable[date] | None = None, previous: str | None = None,
 ) -> None:
     for view, (source, select) in OPTIONAL_INPUTS.items():
         body = select if relation_exists(con, source) else EMPTY_INPUTS[view]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {body}")
+    con.execute(sql_text("sketch_macros").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _pl_calls AS SELECT * FROM requests WHERE {_calls_filter(days)}")
+    for name in PARTITION_FILES:
+        con.execute(sql_text(name))
+    _assemble_partitioned(con, days, previous)
     for name in ROLLUP_FILES:
         con.execute(sql_text(name))
     workloads = "SELECT * FROM workloads" if relation_exists(con, "workloads") else EMPTY_WORKLOADS
@@ -168,9 +249,10 @@ def _write_relations(
         con.execute(f"INSERT INTO {ALIAS}.whatif_config VALUES (?)", [whatif_json])
 
 
-def _finish_snapshot(path: Path, store: Path | str) -> None:
+def _finish_snapshot(path: Path, store: Path | str, basis: str, computed: str) -> None:
     """Create the read macros and the meta row inside the new snapshot (opened as its own database)."""
     with duckdb.connect(str(path)) as snap:
+        snap.execute(sql_text("sketch_macros"))
         snap.execute(sql_text("rollup_macros"))
         for name, needs in OPTIONAL_MACROS.items():
             if all(relation_exists(snap, r) for r in needs):
@@ -181,7 +263,7 @@ def _finish_snapshot(path: Path, store: Path | str) -> None:
             "INSERT INTO published_meta VALUES (?, ?)",
             [["format_version", str(FORMAT_VERSION)], ["store", str(Path(store).resolve())],
              ["published_at", datetime.now(UTC).replace(tzinfo=None).isoformat(sep=" ")],
-             ["relations", ",".join(tables)]],
+             ["relations", ",".join(tables)], ["basis", basis], ["computed_days", computed]],
         )
         snap.execute("CHECKPOINT")
 
@@ -207,28 +289,48 @@ def _delete_older(folder: Path, keep_from: str | None, current: str) -> None:
             p.unlink(missing_ok=True)
 
 
-def publish(con: duckdb.DuckDBPyConnection, db_path: Path | str, config: Config | None = None) -> Path:
+def publish(
+    con: duckdb.DuckDBPyConnection, db_path: Path | str, config: Config | None = None, *,
+    days: Iterable[date] | None = None, since: str | None = None,
+) -> Path:
     """Write a new snapshot of the dashboard's relations from the store `con` is open on, make it CURRENT, and
     return its path; call it outside a transaction. `config` supplies the SLOs (else the last snapshot's are kept).
+
+    `days` (UTC) and `since` (the `store_basis` read before those days changed) make the publish incremental:
+    when the current snapshot was made at basis `since`, only those days' rollups are computed and the rest are
+    copied from it; otherwise every day is computed. The snapshot's `published_meta.computed_days` says which.
     """
     folder = published_dir(db_path)
     folder.mkdir(parents=True, exist_ok=True)
     slos = [(s.workload, s.metric, s.max_s) for s in config.slos] if config is not None else _previous_slos(db_path)
     whatif_json = whatif_config_json(config) if config is not None else _previous_whatif_config(db_path)
+    basis = store_basis(con)
+    previous = _previous_for_increment(db_path, since) if days is not None and since is not None else None
+    if previous is None:
+        days = None
     path = _new_snapshot_path(folder)
     con.execute(f"ATTACH {_quote(str(path))} AS {ALIAS}")
+    attached_previous = False
     try:
-        _write_relations(con, slos, whatif_json)
+        if previous is not None:
+            con.execute(f"ATTACH {_quote(str(previous))} AS {PREVIOUS} (READ_ONLY)")
+            attached_previous = True
+        _write_relations(con, slos, whatif_json, days, PREVIOUS if previous is not None else None)
         con.execute(f"CHECKPOINT {ALIAS}")
     except BaseException:
         con.execute(f"DETACH {ALIAS}")
+        if attached_previous:
+            con.execute(f"DETACH {PREVIOUS}")
         path.unlink(missing_ok=True)
         Path(f"{path}.wal").unlink(missing_ok=True)
         raise
     con.execute(f"DETACH {ALIAS}")
-    _finish_snapshot(path, db_path)
-    previous = _swap_pointer(folder, path)
-    _delete_older(folder, previous, path.name)
+    if attached_previous:
+        con.execute(f"DETACH {PREVIOUS}")
+    computed = "all" if days is None else ",".join(str(d) for d in sorted(set(days)))
+    _finish_snapshot(path, db_path, basis, computed)
+    previous_name = _swap_pointer(folder, path)
+    _delete_older(folder, previous_name, path.name)
     return path
 
 

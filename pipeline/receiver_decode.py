@@ -29,6 +29,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from phaselens.models import Reject
 from phaselens.models.records import truncate_raw
 
+from .receiver_pbjson import request_to_json
+
 SOURCE = "otlp_http"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -116,12 +118,7 @@ def to_otlp_json(body: bytes, fmt: str) -> dict:
             req.ParseFromString(body)
         except (DecodeError, RecursionError) as e:
             raise BadRequest(f"the body is not a valid ExportTraceServiceRequest protobuf ({e})") from e
-        doc = MessageToDict(req, use_integers_for_enums=True)
-        for span in _iter_spans_lenient(doc):
-            _ids_to_hex(span)
-            for link in span.get("links", []):
-                _ids_to_hex(link)
-        return doc
+        return request_to_json(req)
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -155,18 +152,6 @@ def _replace_lone_surrogates(value):
     if isinstance(value, dict):
         return {_fix_text(k): _replace_lone_surrogates(v) for k, v in value.items()}
     return value
-
-
-def _iter_spans_lenient(doc: dict):
-    for rs in doc.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            yield from ss.get("spans", [])
-
-
-def _ids_to_hex(obj: dict) -> None:
-    for key in (*ID_FIELDS, *OPTIONAL_ID_FIELDS):
-        if obj.get(key):
-            obj[key] = base64.b64decode(obj[key]).hex()
 
 
 def _list_of_objects(parent: dict, key: str, where: str) -> list[dict]:

@@ -132,15 +132,9 @@ def reconcile_rows(
     """The `reconciliation` rows whose UTC day overlaps [since, until), ordered by provider, model, day, token type."""
     if not _has_table(con, "reconciliation"):
         raise StoreError("the store has no reconciliation yet", "run `phaselens build` after ingesting billing exports")
-    cur = con.execute(
-        """
-        SELECT * FROM reconciliation
-        WHERE ($since IS NULL OR CAST(day AS TIMESTAMP) + INTERVAL 1 DAY > $since)
-          AND ($until IS NULL OR CAST(day AS TIMESTAMP) < $until)
-        ORDER BY provider, model NULLS LAST, day, token_type
-        """,
-        {"since": _utc(since), "until": _utc(until)},
-    )
+    from .read_model import RECONCILIATION_SQL
+
+    cur = con.execute(RECONCILIATION_SQL, {"since": _utc(since), "until": _utc(until)})
     return [d[0] for d in cur.description], cur.fetchall()
 
 

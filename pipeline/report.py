@@ -1,4 +1,7 @@
-"""Period reports: a self-contained HTML page, a Markdown digest, and CSV/Parquet extracts.
+"""Period reports: a self-contained HTML page, a Markdown digest, a JSON document, and CSV/Parquet extracts.
+
+Every figure comes from the read model (pipeline/read_model.py): money is the headline cost (invoice-true where
+billed, else estimated) and percentiles are the log-histogram sketch, the numbers the dashboard and the CLI show.
 
 Each report leads with the answer (per workload: the phase that dominates time and money, and the lever),
 then the changes against the previous period of the same length (dominant phases that changed, cost deltas
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -33,6 +37,9 @@ from phaselens.models.text import csv_cell, md_text
 
 from . import telemetry
 from .errors import PhaselensError, StoreError
+from .read_model import (
+    CALLS_WITH_HEADLINE_COST, COST_HEADLINE, PERCENTILE_METHOD, RECONCILIATION_PERIOD, WORKLOADS_SQL, workload_rows,
+)
 
 # A workload "moved" when a number changed by at least this share (and money by at least MOVE_MIN_USD).
 MOVE_MIN_CHANGE = 0.10
@@ -56,27 +63,30 @@ CHANGE_COLUMNS: dict[str, pa.DataType] = {
     "moved": pa.bool_(), "reasons": pa.string(),
 }
 
-COSTS_BY_DAY_PHASE_SQL = """
+# Money here is the read model's headline (invoice-true where billed, else estimated; pipeline/read_model.py).
+COSTS_BY_DAY_PHASE_SQL = f"""
 SELECT CAST(date_trunc('day', started_at) AS DATE) AS day, workload, provider, model, phase,
-       sum(tokens)::BIGINT AS tokens, sum(cost_usd) AS cost_usd
-FROM (SELECT started_at, workload, provider, model, 'prefill' AS phase, input_tokens AS tokens, input_cost_usd AS cost_usd
-      FROM requests WHERE started_at >= $s AND started_at < $u
+       sum(tokens)::BIGINT AS tokens, sum(cost_usd_best) AS cost_usd_best, sum(cost_usd) AS cost_usd
+FROM (SELECT started_at, workload, provider, model, 'prefill' AS phase, input_tokens AS tokens,
+             input_cost_usd_best AS cost_usd_best, input_cost_usd AS cost_usd
+      FROM {CALLS_WITH_HEADLINE_COST} WHERE started_at >= $s AND started_at < $u
       UNION ALL
-      SELECT started_at, workload, provider, model, 'decode', output_tokens, output_cost_usd
-      FROM requests WHERE started_at >= $s AND started_at < $u)
+      SELECT started_at, workload, provider, model, 'decode', output_tokens, output_cost_usd_best, output_cost_usd
+      FROM {CALLS_WITH_HEADLINE_COST} WHERE started_at >= $s AND started_at < $u)
 GROUP BY ALL ORDER BY day, workload, provider, model, phase DESC
 """
-COST_BUCKETS_SQL = """
-WITH c AS (SELECT time_bucket($step, started_at, $s) AS t, sum(input_cost_usd) AS prefill, sum(output_cost_usd) AS decode
-           FROM requests WHERE started_at >= $s AND started_at < $u GROUP BY 1)
+COST_BUCKETS_SQL = f"""
+WITH c AS (SELECT time_bucket($step, started_at, $s) AS t, sum(input_cost_usd_best) AS prefill,
+                  sum(output_cost_usd_best) AS decode
+           FROM {CALLS_WITH_HEADLINE_COST} WHERE started_at >= $s AND started_at < $u GROUP BY 1)
 SELECT b.t AS bucket, coalesce(c.prefill, 0) AS prefill, coalesce(c.decode, 0) AS decode
 FROM (SELECT unnest(generate_series($s, $u - INTERVAL 1 MICROSECOND, $step)) AS t) b LEFT JOIN c USING (t)
 ORDER BY b.t
 """
-DAYS_SQL = """
-SELECT CAST(date_trunc('day', started_at) AS DATE) AS day, count(*) AS calls, sum(input_cost_usd) AS prefill,
-       sum(output_cost_usd) AS decode, sum(cost_usd) AS total
-FROM requests WHERE started_at >= $s AND started_at < $u GROUP BY 1 ORDER BY 1
+DAYS_SQL = f"""
+SELECT CAST(date_trunc('day', started_at) AS DATE) AS day, count(*) AS calls, sum(input_cost_usd_best) AS prefill,
+       sum(output_cost_usd_best) AS decode, sum(cost_usd_best) AS total
+FROM {CALLS_WITH_HEADLINE_COST} WHERE started_at >= $s AND started_at < $u GROUP BY 1 ORDER BY 1
 """
 NOTES_SQL = """
 SELECT count(*), count(*) FILTER (WHERE timing_source = 'estimated'), count(*) FILTER (WHERE NOT priced),
@@ -98,8 +108,7 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) 
 
 
 def _workloads(con: duckdb.DuckDBPyConnection, p: Period) -> list[dict[str, Any]]:
-    rows = _rows(con, "SELECT * FROM workload_stats($s, $u)", {"s": p.start, "u": p.end})
-    return sorted(rows, key=lambda r: (-(r["cost_usd"] or Decimal(-1)), -r["calls"], r["workload"]))
+    return workload_rows(con, p.start, p.end)
 
 
 def _rel(before: Any, now: Any) -> float | None:
@@ -126,7 +135,8 @@ def workload_changes(current: list[dict], previous: list[dict]) -> list[dict[str
             row[f"{col}_previous"], row[col] = p.get(col), c.get(col)
             if p.get(col) and c.get(col) and p[col] != c[col]:
                 reasons.append(f"{what}: {p[col]} → {c[col]}")
-        for phase, col in (("prefill", "input_cost_usd"), ("decode", "output_cost_usd"), ("total", "cost_usd")):
+        for phase, col in (("prefill", "input_cost_usd_best"), ("decode", "output_cost_usd_best"),
+                           ("total", "cost_usd_best")):
             key = "cost_usd" if phase == "total" else f"{phase}_cost_usd"
             row[f"{key}_previous"], row[key] = p.get(col), c.get(col)
             row[key.replace("_usd", "_delta_usd")] = _delta(p.get(col), c.get(col))
@@ -147,7 +157,7 @@ def workload_changes(current: list[dict], previous: list[dict]) -> list[dict[str
 
 def _totals(rows: list[dict]) -> dict[str, Decimal]:
     return {k: sum((r[c] or Decimal(0) for r in rows), Decimal(0)) for k, c in
-            (("prefill", "input_cost_usd"), ("decode", "output_cost_usd"), ("total", "cost_usd"))}
+            (("prefill", "input_cost_usd_best"), ("decode", "output_cost_usd_best"), ("total", "cost_usd_best"))}
 
 
 def _bucket(p: Period) -> tuple[timedelta, str, str]:
@@ -157,7 +167,7 @@ def _bucket(p: Period) -> tuple[timedelta, str, str]:
     return (timedelta(days=1), "%m-%d", "day") if p.hours <= 92 * 24 else (timedelta(days=7), "%Y-%m-%d", "week")
 
 
-RECONCILIATION_WHERE = "CAST(day AS TIMESTAMP) < $u AND CAST(day AS TIMESTAMP) + INTERVAL 1 DAY > $s"
+RECONCILIATION_WHERE = RECONCILIATION_PERIOD
 
 
 def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any] | None:
@@ -165,7 +175,7 @@ def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any]
     if not _relation_exists(con, "reconciliation"):
         return None
     have = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE reconciliation)").fetchall()}
-    args = {"s": p.start, "u": p.end}
+    args = {"since": p.start, "until": p.end}
     table = _arrow(con, f"SELECT {', '.join(c for c in RECONCILIATION_COLUMNS if c in have)} FROM reconciliation "
                         f"WHERE {RECONCILIATION_WHERE} ORDER BY provider, model NULLS LAST, day, token_type", args)
     if not table.num_rows:
@@ -183,7 +193,7 @@ def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any]
         invoice = _rows(con, """
             SELECT r.workload, sum(r.cost_usd) AS estimated, sum(i.cost_usd_invoice) AS invoice
             FROM requests r LEFT JOIN invoice_costs i USING (call_id)
-            WHERE r.started_at >= $s AND r.started_at < $u GROUP BY r.workload
+            WHERE r.started_at >= $since AND r.started_at < $until GROUP BY r.workload
             ORDER BY invoice DESC NULLS LAST, r.workload""", args)
     untraced = None
     if _relation_exists(con, "untraced_costs"):
@@ -207,6 +217,10 @@ def note_lines(n: dict[str, int]) -> list[str]:
     return kept or (["Every call in the period is measured, priced and successful."] if n["calls"] else [])
 
 
+METHOD_NOTE = (f"Cost is {COST_HEADLINE} (list or price-book price); percentiles are a {PERCENTILE_METHOD}, "
+               "the same figures the dashboard and `phaselens workloads` show.")
+
+
 def gather(con: duckdb.DuckDBPyConnection, period: Period) -> dict[str, Any]:
     """Everything a report shows for `period` (money in USD, times in seconds), read from the built store."""
     if not _relation_exists(con, "workloads"):
@@ -224,7 +238,8 @@ def gather(con: duckdb.DuckDBPyConnection, period: Period) -> dict[str, Any]:
         "changes": workload_changes(current, before), "totals": _totals(current), "previous_totals": _totals(before),
         "buckets": buckets, "bucket_size": bucket_name, "days": _rows(con, DAYS_SQL, {"s": period.start, "u": period.end}),
         "notes": note_lines({"calls": calls, "estimated": estimated, "unpriced": unpriced, "errors": errors,
-                             "untimed": untimed}),
+                             "untimed": untimed}) + [METHOD_NOTE],
+        "cost_basis": COST_HEADLINE, "percentile_method": PERCENTILE_METHOD,
         "calls": calls, "store_first": first, "store_last": last,
         "period_last": max((r["last_call_at"] for r in current), default=None),
         "reconciliation": _reconciliation(con, period),
@@ -326,8 +341,7 @@ def extracts(con: duckdb.DuckDBPyConnection, data: dict[str, Any]) -> dict[str, 
     p: Period = data["period"]
     args = {"s": p.start, "u": p.end}
     out = {
-        "workloads": _arrow(con, "SELECT * FROM workload_stats($s, $u) ORDER BY cost_usd DESC NULLS LAST, calls DESC, "
-                             "workload", args),
+        "workloads": _arrow(con, WORKLOADS_SQL, {"since": p.start, "until": p.end}),
         "workload_changes": _changes_table(data["changes"]),
         "costs_by_day_phase": _arrow(con, COSTS_BY_DAY_PHASE_SQL, args),
     }
@@ -335,6 +349,28 @@ def extracts(con: duckdb.DuckDBPyConnection, data: dict[str, Any]) -> dict[str, 
     out["reconciliation"] = recon["table"] if recon is not None else pa.table(
         {c: pa.array([], pa.string()) for c in RECONCILIATION_COLUMNS})
     return {k: _rounded(v) for k, v in out.items()}
+
+
+def _json_value(v: Any) -> Any:
+    """JSON form of a report value: floats rounded like the extracts, money and times as the CLI writes them."""
+    if isinstance(v, float):
+        return None if v != v or v in (float("inf"), float("-inf")) else round(v, FLOAT_DECIMALS)
+    if isinstance(v, dict):
+        return {k: _json_value(x) for k, x in v.items() if k != "table"}
+    if isinstance(v, list | tuple):
+        return [_json_value(x) for x in v]
+    if isinstance(v, Period):
+        return {"start": v.start.isoformat(), "end": v.end.isoformat(), "label": v.label}
+    from phaselens.output import plain_tree
+
+    return plain_tree(v)
+
+
+def render_json(data: dict[str, Any]) -> str:
+    """The report as one JSON document: period, cost basis, totals, per-workload figures and levers, changes."""
+    keys = ("period", "previous", "cost_basis", "percentile_method", "calls", "totals", "previous_totals",
+            "workloads", "changes", "days", "notes", "reconciliation")
+    return json.dumps({k: _json_value(data[k]) for k in keys}, indent=2, sort_keys=False) + "\n"
 
 
 def _csv_value(v: Any) -> str:
@@ -380,7 +416,7 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 
 def parse_formats(formats: str | Iterable[str]) -> list[str]:
-    """`html,md` or ["html", "md"] as a checked list in the fixed order html, md, csv, parquet."""
+    """`html,md` or ["html", "md"] as a checked list in the fixed order html, md, json, csv, parquet."""
     items = [f.strip().lower() for f in (formats.split(",") if isinstance(formats, str) else formats) if f.strip()]
     unknown = [f for f in items if f not in REPORT_FORMATS]
     if unknown or not items:
@@ -408,6 +444,8 @@ def write_report(
             written.append(_write(out / "report.html", render_html(data, extract_formats)))
         if "md" in fmts:
             written.append(_write(out / "report.md", render_markdown(data)))
+        if "json" in fmts:
+            written.append(_write(out / "report.json", render_json(data)))
         if "csv" in fmts or "parquet" in fmts:
             for stem, table in extracts(con, data).items():
                 if "csv" in fmts:
@@ -428,10 +466,10 @@ def report_period(
         raise PhaselensError("--period and --since/--until exclude each other", "give one or the other")
     first, last = con.execute("SELECT min(started_at), max(started_at) FROM raw_calls").fetchall()[0]
     if period is None and since is None and until is None:
-        period = "latest_day"
+        period = "latest_complete_day"  # never a partial last day by default
     if period is not None:
         try:
-            return resolve_period(period, now or datetime.now(UTC).replace(tzinfo=None), latest=last)
+            return resolve_period(period, now or datetime.now(UTC).replace(tzinfo=None), latest=last, first=first)
         except ValueError as e:
             raise PhaselensError(str(e), "see `phaselens report --help` for the period forms") from None
     start = since or first

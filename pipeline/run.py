@@ -158,7 +158,7 @@ def _unchanged_by_stat(con: duckdb.DuckDBPyConnection, files: list[Path]) -> set
     known = {
         r[0]: (r[1], r[2]) for r in con.execute(
             "SELECT f.path, f.size_bytes, f.mtime_ns FROM run_files f WHERE EXISTS (SELECT 1 FROM raw_loads l "
-            "WHERE l.content_sha256 = f.content_sha256 AND l.status IN ('loaded', 'empty'))").fetchall()
+            "WHERE l.content_sha256 = f.content_sha256 AND l.status IN ('loaded', 'partial', 'empty'))").fetchall()
     }
     same = set()
     for f in files:
@@ -184,7 +184,7 @@ def _remember(
     """Record path, size and mtime of every file whose content the ledger now holds, for the next run's skip."""
     rows = con.execute(
         "SELECT load_id, content_sha256 FROM raw_loads WHERE load_id IN (SELECT unnest($ids))",
-        {"ids": [r.load_id for r in results if r.status in ("loaded", "empty", "unchanged")]},
+        {"ids": [r.load_id for r in results if r.status in ("loaded", "partial", "empty", "unchanged")]},
     ).fetchall()
     sha = dict(rows)
     for r in results:
@@ -245,12 +245,12 @@ def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.L
         def on_file(r: FileResult, i: int, n: int) -> None:
             counts = f"{r.accepted:,} stored, {r.duplicates:,} duplicate, {r.rejected:,} rejected, {r.skipped:,} skipped"
             message = f": {r.message}" if r.message and r.status != "unchanged" else ""
-            log.log(logging.ERROR if r.failed else logging.INFO, "[%d/%d] %s %s (%s; %s)%s", i, n, r.status, r.file,
+            log.log(logging.ERROR if r.failed else logging.WARNING if r.status == "partial" else logging.INFO, "[%d/%d] %s %s (%s; %s)%s", i, n, r.status, r.file,
                     r.adapter or "-", counts, message)
 
         result = ingest(con, todo, options={"fx": dict(settings.fx)}, on_file=on_file)
         _remember(con, result.files, stats)
-        loaded = [r for r in result.files if r.status == "loaded"]
+        loaded = [r for r in result.files if r.status in ("loaded", "partial")]
         failed = [r.file for r in result.failed]
         base = {"new_files": [r.file for r in loaded], "unchanged_files": len(files) - len(loaded) - len(failed),
                 "failed_files": failed, "calls": sum(r.accepted for r in loaded if r.kind == "calls"),

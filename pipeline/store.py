@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from phaselens.ingest.normalize import sql_macros
+from phaselens.models.vocabulary import sql_macros
 from phaselens.models import BillingLine, LlmCall, Reject, Settings
 from phaselens.models.schema import create_table_sql
 
@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS raw_loads (
   duplicates BIGINT,          -- records already in the store (same call or line from another file)
   rejected BIGINT,            -- records quarantined in rejects
   skipped BIGINT,             -- valid records that are not model calls (HTTP, tool, agent spans)
-  status VARCHAR,             -- loaded | unchanged | empty | failed
+  status VARCHAR,             -- loaded | partial | unchanged | empty | failed
   message VARCHAR
 )
 """

@@ -174,7 +174,7 @@ def _latency_summary(values: dict[str, np.ndarray], weight: np.ndarray) -> dict[
 def _fit(con: duckdb.DuckDBPyConnection, target: Target) -> dict | None:
     cur = con.execute(
         "SELECT * FROM latency_fits WHERE provider = ? AND model = ? AND kind = 'generation' AND method <> 'none' "
-        "ORDER BY n_fit DESC LIMIT 1",
+        "ORDER BY n_fit DESC, day DESC NULLS LAST LIMIT 1",
         [target.provider, target.model],
     )
     cols = [d[0] for d in cur.description]

@@ -17,11 +17,11 @@ NOT_YET_PORTABLE = {
     "caching_calls.sql": {"length"},
     "latency_calls.sql": {"slice"},
     "reconciliation.sql": {"macro"},
-    "rollup_hist.sql": {"macro"},
     "rollup_macros.sql": {"macro"},
     "rollup_macros_billing.sql": {"macro"},
     "rollup_macros_caching.sql": {"macro"},
     "rollup_sample.sql": {"unsupported"},
+    "sketch_macros.sql": {"macro"},  # the percentile sketch, shared by the rollups and workloads.sql
     "source_gaps.sql": {"lambda"},
     "whatif_calls.sql": {"unsupported"},  # three-argument min_by
     "workloads.sql": {"macro"},

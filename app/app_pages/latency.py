@@ -7,6 +7,7 @@ import streamlit as st
 
 from phaselens.app import charts, queries
 from phaselens.app.ui import context, count, count_col, in_ms, md_text, ms_col, no_calls, number_col, pct_col, table
+from phaselens.pipeline.read_model import PERCENTILE_METHOD
 
 SLO_METRICS = {"ttft_p95_s": "TTFT p95", "ttft_p50_s": "TTFT p50", "itl_p95_s": "ITL p95", "itl_p50_s": "ITL p50",
                "e2e_p95_s": "e2e p95", "e2e_p50_s": "e2e p50"}
@@ -34,7 +35,7 @@ st.title("Latency")
 if not no_calls(ctx):
     group = st.radio("Series", list(GROUPS), format_func=GROUPS.get, horizontal=True, key="latency_group")
     pc = queries.load_percentiles(ctx.snapshot, ctx.filters, ctx.bin, group)
-    st.caption(f"p50 (solid) and p95 (dashed) per {ctx.bin} (UTC), from merged log histograms (within 3% of exact).")
+    st.caption(f"p50 (solid) and p95 (dashed) per {ctx.bin} (UTC); percentiles: {PERCENTILE_METHOD}.")
     # TTFT in seconds and ITL in milliseconds, each on its own axis
     for metric, name, unit, scale in [("ttft_s", "TTFT", "s", 1.0), ("itl_s", "ITL", "ms per token", 1000.0)]:
         d = pc[pc["metric"] == metric]
@@ -96,15 +97,16 @@ if not no_calls(ctx):
     fits = queries.load_table(ctx.snapshot, "latency_fits")
     if len(fits):
         st.markdown("**Fitted latency models** (per provider/model; they estimate the split where traces lack it)")
-        fits = in_ms(fits, "ttft_intercept_s", "decode_s_per_output_token")
+        fits = in_ms(fits, "ttft_intercept_s")
+        fits["decode_ms_per_token"] = pd.to_numeric(fits["decode_s_per_output_token"], errors="coerce") * 1000
         fits["model"] = fits["provider"] + "/" + fits["model"]
         fits["ttft_ms_per_1k"] = pd.to_numeric(fits["ttft_s_per_uncached_token"], errors="coerce") * 1e6
         table(fits, {
             "model": "Provider/model", "method": "Method",
             "n_fit": count_col("Fitted on (calls)", help="Calls the model was fitted on; more were held out to test it."),
-            "ttft_intercept_s": ms_col("TTFT base (ms)"),
+            "ttft_intercept_ms": ms_col("TTFT base (ms)"),
             "ttft_ms_per_1k": ms_col("TTFT per 1k input (ms)", help="Per 1,000 uncached input tokens."),
-            "decode_s_per_output_token": ms_col("Decode per token (ms)"),
+            "decode_ms_per_token": ms_col("Decode per token (ms)"),
             "holdout_mape_ttft": pct_col("Error TTFT", help="Mean absolute percentage error on held-out calls."),
             "holdout_mape_decode": pct_col("Error decode", help="Mean absolute percentage error on held-out calls."),
         })

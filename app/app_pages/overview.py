@@ -7,6 +7,7 @@ import streamlit as st
 from phaselens.app import charts, queries
 from phaselens.app.ui import (context, count, count_col, in_ms, millis, ms_col, no_calls, pct, pct_col, seconds,
                              seconds_col, table, text_col, usd, usd_col)
+from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
 
 ctx = context()
 st.title("Overview")
@@ -15,13 +16,16 @@ if not no_calls(ctx):
     t = queries.load_totals(ctx.snapshot, ctx.filters)
     c = st.columns(4)
     c[0].metric("Calls", count(t["calls"]), help="Model calls in the period and filters.")
-    c[1].metric("Cost (estimated, USD)", usd(t["cost_usd"]),
-                help=f"At list/price-book prices; {count(t['unpriced_calls'])} calls have no known price and are not in it.")
+    c[1].metric("Cost (USD)", usd(t["cost_usd_best"]),
+                help=f"{COST_HEADLINE.capitalize()} (estimate at list/price-book prices: {usd(t['cost_usd'])}); "
+                     f"{count(t['unpriced_calls'])} calls have no known price and are not in it.")
     c[2].metric("Prefill share of time", pct(t["prefill_time_share"]),
                 help=f"Time to first token over call time, on {count(t['split_calls'])} calls with both phases timed.")
     c[3].metric("Prefill share of cost", pct(t["prefill_cost_share"]), help="Input-side (prefill) USD over total USD.")
+    st.caption(f"Cost: {COST_HEADLINE} ({count(t['invoice_calls'])} of {count(t['calls'])} calls billed). "
+               f"Percentiles: {PERCENTILE_METHOD}.")
     c = st.columns(4)
-    c[0].metric("TTFT p50", seconds(t["ttft_p50_s"]), help="Time to first token, median (from log histograms, ±3%).")
+    c[0].metric("TTFT p50", seconds(t["ttft_p50_s"]), help=f"Time to first token, median ({PERCENTILE_METHOD}).")
     c[1].metric("TTFT p95", seconds(t["ttft_p95_s"]))
     c[2].metric("ITL p50", millis(t["itl_p50_s"]), help="Inter-token latency per output token after the first.")
     c[3].metric("ITL p95", millis(t["itl_p95_s"]))
@@ -55,11 +59,11 @@ if not no_calls(ctx):
     table(shown, {
         "workload": "Workload",
         "calls": count_col("Calls"),
-        "cost_usd": usd_col("Cost (USD)"),
+        "cost_usd_best": usd_col("Cost (USD)", help=COST_HEADLINE.capitalize()),
         "dominant_latency_phase": text_col("Dominant: time", help="The phase that dominates the time."),
         "dominant_cost_phase": text_col("Dominant: money", help="The phase that dominates the money."),
         "prefill_time_share": pct_col("Prefill: time", help="Prefill share of the time of calls with both phases timed."),
         "prefill_cost_share": pct_col("Prefill: cost", help="Input-side (prefill) share of the cost."),
         "ttft_p95_s": seconds_col("TTFT p95 (s)"),
-        "itl_p50_s": ms_col("ITL p50 (ms)"),
+        "itl_p50_ms": ms_col("ITL p50 (ms)"),
     })

@@ -10,6 +10,7 @@ import streamlit as st
 from phaselens.app import charts, queries
 from phaselens.app.ui import (context, count, count_col, empty_state, in_ms, md_text, millis, ms_col, no_calls, pct,
                              seconds, seconds_col, table, text_col, text_or_dash, usd, usd_col, words)
+from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
 
 COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
                 "cache_write_usd": "cache write", "output_usd": "output"}
@@ -78,15 +79,19 @@ if not no_calls(ctx):
     f = replace(ctx.filters, workloads=(name,))
     row = wl.set_index("workload").loc[name]
 
-    c = st.columns(6)
+    # the workload's headline figures, the same numbers `phaselens workloads`, `explain` and the reports give
+    c = st.columns(4)
     c[0].metric("Calls", count(row["calls"]))
-    c[1].metric("Cost (estimated, USD)", usd(row["cost_usd"]))
+    c[1].metric("Cost (USD)", usd(row["cost_usd_best"]), help=f"{COST_HEADLINE.capitalize()}.")
     c[2].metric("Prefill share of time", pct(row["prefill_time_share"]),
                 help=f"Dominant phase (time): {text_or_dash(row['dominant_latency_phase'])}.")
     c[3].metric("Prefill share of cost", pct(row["prefill_cost_share"]),
                 help=f"Dominant phase (money): {text_or_dash(row['dominant_cost_phase'])}.")
-    c[4].metric("TTFT p95", seconds(row["ttft_p95_s"]))
-    c[5].metric("ITL p50", millis(row["itl_p50_s"]))
+    c = st.columns(4)
+    c[0].metric("TTFT p50", seconds(row["ttft_p50_s"]), help=f"Percentiles: {PERCENTILE_METHOD}.")
+    c[1].metric("TTFT p95", seconds(row["ttft_p95_s"]))
+    c[2].metric("ITL p50", millis(row["itl_p50_s"]))
+    c[3].metric("ITL p95", millis(row["itl_p95_s"]))
 
     st.subheader("Diagnosis")
     if isinstance(row["diagnosis"], str):
@@ -95,7 +100,8 @@ if not no_calls(ctx):
         if isinstance(row.get("cost_diagnosis"), str):
             st.text(f"Money: {row['cost_diagnosis']}")
             st.success(f"Lever for money: {md_text(row['cost_lever'])}")
-        st.caption(f"Shape: {words(text_or_dash(row['shape_class']))}; cause: {words(text_or_dash(row['cause']))}. Median {count(row['input_tokens_p50'])} input "
+        st.caption(f"Shape: {words(text_or_dash(row['shape_class']))}; cause: {words(text_or_dash(row['cause']))}. "
+                   f"Median {count(row['input_tokens_p50'])} input "
                    f"and {count(row['output_tokens_p50'])} output tokens per call. The diagnosis covers the whole store.")
     else:
         empty_state("No diagnosis for this workload yet.", f"Run `phaselens build --db {ctx.db}` to derive it.")
@@ -107,7 +113,7 @@ if not no_calls(ctx):
     for col, metric, title in [(c[0], "ttft_s", "TTFT (s, log)"), (c[1], "itl_s", "ITL (ms per output token, log)")]:
         d = queries.load_distribution(ctx.snapshot, f, metric)
         if metric == "itl_s":
-            d = in_ms(d, "lower_value", "upper_value")
+            d = d.assign(lower_value=d["lower_value"] * 1000, upper_value=d["upper_value"] * 1000)
         with col:
             st.markdown(f"**{title.split(' (')[0]}**")
             if d.empty:
@@ -148,10 +154,10 @@ if not no_calls(ctx):
         "model": "Provider/model",
         "input_tokens": count_col("Input (tokens)"), "output_tokens": count_col("Output (tokens)"),
         "cache_read_tokens": count_col("Cached (tokens)", help="Input tokens read from the provider's cache."),
-        "ttft_s": seconds_col("TTFT (s)"), "itl_s": ms_col("ITL (ms)"), "e2e_s": seconds_col("e2e (s)"),
+        "ttft_s": seconds_col("TTFT (s)"), "itl_ms": ms_col("ITL (ms)"), "e2e_s": seconds_col("e2e (s)"),
         "cost_usd": usd_col("Cost (USD)"),
     })
     with st.expander("Where each call came from"):
         table(sample, {"started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
-                       "status": "Status", "team": "Team", "timing_source": "Timing", "call_id": "Call id", "source": "Source",
-                       "source_locator": "File and record"})
+                       "status": "Status", "team": "Team", "timing_source": "Timing", "call_id": "Call id",
+                       "source": "Source", "source_locator": "File and record"})

@@ -2,7 +2,7 @@
 -- identity (call id, span, locator, service...) from the earliest span; start from the earliest, end from the
 -- latest (the span that saw the stream end); tokens and cost from the span that carries the most token counts
 -- (inner spans win ties: they are closest to the wire), never summed across spans; TTFT from the span that
--- measured it (attribute, then chunk events), as the first token's time after the call's start.
+-- measured it (server phases, then a TTFT attribute, kept as stated, then chunk events, timed from the call's start).
 CREATE OR REPLACE TEMP TABLE otlp_calls AS
 WITH g AS (
   SELECT s.*, l.label,
@@ -38,7 +38,9 @@ pick AS (
 joined AS (
   SELECT
     p.*,
-    CASE WHEN tim.first_token_at IS NOT NULL
+    -- a TTFT the span states itself is kept as stated; one from chunk events is timed from the call's start
+    CASE WHEN tim._ttft_basis = 'span_attribute' THEN tim.ttft_s
+         WHEN tim.first_token_at IS NOT NULL
          THEN epoch_us(tim.first_token_at) / 1e6 - (g_start_ns // 1000) / 1e6 END AS g_ttft,
     coalesce(CASE WHEN tok.convention = 'vllm' THEN tok.e2e_s END, (g_end_ns - g_start_ns) / 1e9) AS g_e2e
   FROM pick p

@@ -6,9 +6,14 @@
 --   2. a call span and its nearest call ancestor (through non-call spans, at most 8 levels up) when their
 --      times overlap, they name the same model (or the same response id), and the ancestor has no other such child;
 --   3. Logfire: a "streaming response" log span (its own trace) and the latest request span of the same
---      scope, service and model that ended by the time the stream started (+50 ms), carrying no usage.
+--      scope, service and model that ended by the time the stream started (+50 ms), carrying no usage;
+--   4. a provider SDK's own span (scopes: conventions.SDK_SCOPES) that is the root of its own trace (the instrumentation's
+--      context did not reach it) and the instrumentation span of another trace, same service and model, that
+--      encloses it (started no later, ended no more than 50 ms before it), no conflicting response id: each
+--      takes the other as nearest (the SDK span the latest-started enclosing span, that span the
+--      earliest-started SDK span it encloses), so each call pairs once even under concurrency.
 CREATE OR REPLACE TEMP TABLE otlp_ok AS
-SELECT * FROM otlp_spans WHERE _kind = 'call' AND _reason IS NULL;
+SELECT *, {{SDK_SCOPE}} AS _sdk FROM otlp_spans WHERE _kind = 'call' AND _reason IS NULL;
 
 CREATE OR REPLACE TEMP TABLE otlp_edges AS
 WITH RECURSIVE up(span_id, trace_id, cur, lvl) AS (
@@ -51,12 +56,28 @@ stream_req AS (
     ON s._scope = r._scope AND s.service = r.service AND s.model_raw = r.model_raw AND s._start_ns + 50000000 >= r._end_ns
   WHERE s._start_ns - r._end_ns < 5000000000
   QUALIFY row_number() OVER (PARTITION BY r.trace_id, r.span_id ORDER BY s._start_ns) = 1
+),
+sdk_own AS (
+  SELECT * FROM otlp_ok WHERE _sdk AND parent_span_id IS NULL
+),
+sdk_pairs AS (
+  SELECT s.trace_id AS s_trace, s.span_id AS s_span, w.trace_id AS w_trace, w.span_id AS w_span,
+         row_number() OVER (PARTITION BY s.trace_id, s.span_id ORDER BY w._start_ns DESC, w.span_id) AS s_rank,
+         row_number() OVER (PARTITION BY w.trace_id, w.span_id ORDER BY s._start_ns, s.span_id) AS w_rank
+  FROM sdk_own s JOIN otlp_ok w
+    ON w.trace_id <> s.trace_id AND NOT w._sdk
+   AND coalesce(w.service, '') = coalesce(s.service, '') AND w.model = s.model
+   AND w._start_ns <= s._start_ns AND w._end_ns + 50000000 >= s._end_ns
+   AND s._start_ns - w._start_ns < 60000000000
+   AND NOT (w._response_id IS NOT NULL AND s._response_id IS NOT NULL AND w._response_id <> s._response_id)
 )
 SELECT trace_id AS a_trace, child AS a_span, trace_id AS b_trace, anc AS b_span FROM chain
 UNION ALL
 SELECT trace_id, span_id, trace_id, root FROM by_response
 UNION ALL
-SELECT s_trace, s_span, r_trace, r_span FROM stream_req;
+SELECT s_trace, s_span, r_trace, r_span FROM stream_req
+UNION ALL
+SELECT s_trace, s_span, w_trace, w_span FROM sdk_pairs WHERE s_rank = 1 AND w_rank = 1;
 
 -- Each span starts as its own group, labelled by (start, trace, span): the earliest span names the call.
 CREATE OR REPLACE TEMP TABLE otlp_labels AS

@@ -23,6 +23,7 @@ flat AS (
     lower(x.traceId) AS trace_id, lower(x.spanId) AS span_id, nullif(lower(x.parentSpanId), '') AS parent_span_id,
     TRY_CAST(x.startTimeUnixNano AS HUGEINT) AS start_ns0,
     TRY_CAST(x.endTimeUnixNano AS HUGEINT) AS end_ns,
+    nullif(x.endTimeUnixNano, '') IS NOT NULL AND TRY_CAST(x.endTimeUnixNano AS HUGEINT) IS NULL AS end_garbage,
     x.status.code AS status_code,
     x.events AS events,
     coalesce(TRY_CAST(x.droppedEventsCount AS BIGINT), 0) AS dropped_events,
@@ -33,8 +34,10 @@ flat AS (
     list_transform(list_filter(x.attributes, lambda a: NOT otlp_is_content(a.key)), lambda a: otlp_value(a.value)) AS v
   FROM spans
 ),
-conv AS (
-  SELECT *, start_ns0 AS start_ns FROM flat
+conv AS (  -- each attribute lookup of the conventions once, as _r0, _r1, ... (ingest/conventions.py)
+  SELECT *, start_ns0 AS start_ns,
+    {{CONVENTION_RAW_COLUMNS}}
+  FROM flat
 ),
 typed AS (
   SELECT
@@ -78,10 +81,10 @@ kinded AS (
     (end_ns - start_ns) / 1e9 AS span_s,
     coalesce(start_ns BETWEEN 1 AND 4102444800000000000, false) AS start_ok,  -- 1970 .. 2100
     coalesce(end_ns BETWEEN 1 AND 4102444800000000000, false) AS end_ok,
-    -- chunk events kept after the SDK's event cap dropped the oldest: the first kept one is chunk no. dropped_events
-    CASE WHEN len(chunk_ns) > 1 THEN
-      list_aggregate(list_transform(list_zip(chunk_ns[2:], chunk_ns[:-1]), lambda p: (p[1] - p[2]) / 1e9), 'median')
-    END AS chunk_gap_s
+    -- chunk events kept after the SDK's event cap dropped the oldest: the first kept one is chunk no. dropped_events.
+    -- The dropped chunks are spaced at the kept ones' mean gap (first to last kept over their count): chunks arrive
+    -- in bursts, so a median gap (the short in-burst one) would place the first token too late.
+    CASE WHEN len(chunk_ns) > 1 THEN (chunk_ns[-1] - chunk_ns[1]) / 1e9 / (len(chunk_ns) - 1) END AS chunk_gap_s
   FROM classified
 ),
 timed AS (
@@ -193,7 +196,7 @@ SELECT
   CASE
     WHEN _kind = 'skip' THEN NULL
     WHEN coalesce(trace_id, '') = '' OR coalesce(span_id, '') = '' THEN 'missing_field'
-    WHEN NOT start_ok OR (end_ns IS NOT NULL AND NOT end_ok) THEN 'bad_timestamp'
+    WHEN NOT start_ok OR (end_ns IS NOT NULL AND NOT end_ok) OR end_garbage THEN 'bad_timestamp'
     WHEN end_ns IS NOT NULL AND end_ns < start_ns THEN 'end_before_start'
     WHEN (input_tokens_raw IS NOT NULL AND input_tokens IS NULL) OR (cache_read_tokens_raw IS NOT NULL AND cache_read_tokens IS NULL)
       OR (cache_write_tokens_raw IS NOT NULL AND cache_write_tokens IS NULL) OR (output_tokens_raw IS NOT NULL AND output_tokens IS NULL)

@@ -1,5 +1,5 @@
 -- call_timing: each call's prefill/decode split. Grain: one row per raw_calls.call_id.
--- Upstream: latency_calls (temp view over raw_calls), latency_fits (one fit per provider, model and kind).
+-- Upstream: latency_calls (temp view over raw_calls), latency_fits (one fit per provider, model, kind and day).
 -- * measured / events: the source's values as they are; gaps filled by §5's definitions only
 --   (prefill = TTFT, decode = e2e - TTFT, itl = decode / (output_tokens - 1)).
 -- * embeddings with an e2e time: all of it is prefill, no decode (as the OTLP adapter records them).
@@ -38,7 +38,8 @@ WITH joined AS (
     coalesce(f.decode_rel_sd, 1.0) AS decode_rel_sd
   FROM latency_calls c
   LEFT JOIN latency_fits f
-    ON f.provider IS NOT DISTINCT FROM c.provider AND f.model = c.model AND f.kind = c.kind AND f.method <> 'none'
+    ON f.provider IS NOT DISTINCT FROM c.provider AND f.model = c.model AND f.kind = c.kind
+   AND f.day IS NOT DISTINCT FROM c.day AND f.method <> 'none'
 ),
 weighed AS (
   SELECT
@@ -75,7 +76,7 @@ split AS (
   FROM given_e2e
 )
 SELECT
-  call_id, provider, model, kind, how,
+  call_id, provider, model, kind, day, how,
   CASE how WHEN 'copy' THEN ttft_s
            WHEN 'estimate' THEN CASE WHEN kind = 'generation' THEN out_prefill_s END END AS ttft_s,
   out_prefill_s AS prefill_s,
@@ -100,8 +101,9 @@ FROM latency_timed;
 
 -- latency_fits.n_estimated: how many calls each fit timed.
 UPDATE latency_fits f SET n_estimated = t.n
-FROM (SELECT provider, model, kind, count(*) FILTER (WHERE timing_source = 'estimated') AS n
+FROM (SELECT provider, model, kind, day, count(*) FILTER (WHERE timing_source = 'estimated') AS n
       FROM latency_timed GROUP BY ALL) t
-WHERE f.provider IS NOT DISTINCT FROM t.provider AND f.model = t.model AND f.kind = t.kind;
+WHERE f.provider IS NOT DISTINCT FROM t.provider AND f.model = t.model AND f.kind = t.kind
+  AND f.day IS NOT DISTINCT FROM t.day;
 UPDATE latency_fits SET n_estimated = 0 WHERE n_estimated IS NULL;
 DROP TABLE latency_timed;

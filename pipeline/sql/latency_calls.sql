@@ -24,5 +24,6 @@ SELECT
   itl_s,
   coalesce(ttft_s, prefill_s) AS ttft_obs_s,                              -- client-view prefill phase
   coalesce(decode_s, e2e_s - coalesce(ttft_s, prefill_s)) AS decode_obs_s,
+  CAST(started_at AS DATE) AS day,                                        -- UTC day: each day has its own fit
   CAST('0x' || md5(call_id)[1:8] AS BIGINT) AS call_hash                -- 32 bits of md5(call_id): sample and holdout order
 FROM raw_calls;

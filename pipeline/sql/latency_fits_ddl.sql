@@ -1,5 +1,7 @@
 -- latency_fits: the latency model of each provider, model and kind of call, with its quality and its
--- held-out error. Grain: one row per (provider, model, kind) of raw_calls (and per configured profile).
+-- held-out error. Grain: one row per (provider, model, kind, UTC day) of raw_calls: each day is fitted on its
+-- own calls, so a call's estimate changes only when its day's calls change. A configured profile gives a row
+-- per day its model has calls, and one with day NULL when it has none (what-if targets).
 -- Written by pipeline/latency.py (build_timing); read by latency_call_timing.sql. See docs/latency.md.
 -- Prediction (s): prefill = max(ttft_floor_s, ttft_intercept_s + ttft_s_per_uncached_token * t
 --   + ttft_s_per_uncached_token_sq * t^2 + ttft_s_per_cached_token * cache_read_tokens, 0) with
@@ -9,6 +11,7 @@ CREATE OR REPLACE TABLE latency_fits (
   provider VARCHAR,
   model VARCHAR,
   kind VARCHAR,                            -- generation | embeddings
+  day DATE,                                -- UTC day of the calls fitted (NULL: calls without a start time)
   method VARCHAR,                          -- ttft+decode | e2e_only | profile | none (not fitted; see note)
   n_fit BIGINT,                            -- calls (profile: profile rows) the published coefficients came from
   n_holdout BIGINT,                        -- calls the held-out error was measured on

@@ -2,7 +2,8 @@
 -- Upstream: latency_calls. Parameters: $cap (about the most calls per group and evidence), $holdout_bp
 -- (holdout share in 1/10000). Successful calls of a named model with known tokens only.
 -- evidence: has_split = a measured TTFT and decode time; otherwise only the end-to-end time.
--- The cap applies per (provider, model, kind, evidence): a group of n calls keeps those whose 32-bit md5
+-- Fits are per UTC day (a call's estimate depends on its own day's calls only, so a build after new loads
+-- refits the touched days alone). The cap applies per (provider, model, kind, day, evidence): a group of n calls keeps those whose 32-bit md5
 -- bucket lies below cap / n of the range (about cap calls, never a sort of the whole table), so measured
 -- calls are never crowded out by unmeasured ones and the same store always yields the same sample.
 CREATE OR REPLACE TEMP TABLE latency_sample AS
@@ -20,22 +21,22 @@ evidence AS (
 ),
 sizes AS (
   SELECT
-    provider, model, kind, has_split, count(*) AS n,
-    dense_rank() OVER (ORDER BY provider NULLS FIRST, model, kind) AS grp
+    provider, model, kind, day, has_split, count(*) AS n,
+    dense_rank() OVER (ORDER BY provider NULLS FIRST, model, kind, day NULLS FIRST) AS grp
   FROM evidence
-  GROUP BY provider, model, kind, has_split
+  GROUP BY provider, model, kind, day, has_split
 ),
 sampled AS (
   SELECT e.*, s.grp
   FROM evidence e
   JOIN sizes s
     ON s.provider IS NOT DISTINCT FROM e.provider AND s.model = e.model AND s.kind = e.kind
-   AND s.has_split = e.has_split
+   AND s.day IS NOT DISTINCT FROM e.day AND s.has_split = e.has_split
   WHERE s.n <= $cap OR e.call_hash < 4294967296.0 * $cap / s.n
 )
 SELECT
   grp,
-  provider, model, kind,
+  provider, model, kind, day,
   has_split,
   CAST(prefill_tokens AS DOUBLE) AS prefill_tokens,
   CAST(cached_tokens AS DOUBLE) AS cached_tokens,

@@ -1,4 +1,4 @@
--- Data-health relations of the snapshot. Upstream: loads, rejects, requests, phaselens_meta.
+-- Data-health relations of the snapshot. Upstream: loads, rejects, published.calls_by_model_day, phaselens_meta.
 
 -- loads: the ingest ledger, latest 5,000 files. Grain: one row per file per ingest run.
 CREATE TABLE published.loads AS
@@ -18,21 +18,22 @@ QUALIFY row_number() OVER (PARTITION BY reason ORDER BY rejected_at DESC NULLS L
 ORDER BY reason, rejected_at DESC NULLS LAST;
 
 -- unpriced_models: models with calls that have no known price. Grain: (provider, model).
+-- Upstream: published.calls_by_model_day (rollup_calls_by_day.sql).
 CREATE TABLE published.unpriced_models AS
-SELECT coalesce(provider, '(unknown)') AS provider, coalesce(model, '(unknown)') AS model,
-       count(*) FILTER (WHERE NOT priced) AS unpriced_calls, count(*) AS calls,
-       sum(input_tokens) FILTER (WHERE NOT priced)::BIGINT AS unpriced_input_tokens,
-       sum(output_tokens) FILTER (WHERE NOT priced)::BIGINT AS unpriced_output_tokens,
-       min(started_at) AS first_call_at, max(started_at) AS last_call_at
-FROM requests GROUP BY ALL HAVING count(*) FILTER (WHERE NOT priced) > 0
+SELECT provider, model,
+       sum(unpriced_calls)::BIGINT AS unpriced_calls, sum(calls)::BIGINT AS calls,
+       sum(unpriced_input_tokens)::BIGINT AS unpriced_input_tokens,
+       sum(unpriced_output_tokens)::BIGINT AS unpriced_output_tokens,
+       min(first_call_at) AS first_call_at, max(last_call_at) AS last_call_at
+FROM published.calls_by_model_day GROUP BY ALL HAVING sum(unpriced_calls) > 0
 ORDER BY unpriced_calls DESC, provider, model;
 
 -- freshness: one row; how current the data behind this snapshot is (UTC).
 CREATE TABLE published.freshness AS
 SELECT
-  (SELECT count(*) FROM requests) AS calls,
-  (SELECT min(started_at) FROM requests) AS first_call_at,
-  (SELECT max(started_at) FROM requests) AS last_call_at,
+  (SELECT coalesce(sum(calls), 0)::BIGINT FROM published.calls_by_model_day) AS calls,
+  (SELECT min(first_call_at) FROM published.calls_by_model_day) AS first_call_at,
+  (SELECT max(last_call_at) FROM published.calls_by_model_day) AS last_call_at,
   (SELECT max(finished_at) FROM loads) AS last_load_at,
   (SELECT count(*) FROM loads) AS loaded_files,
   (SELECT try_cast(max(value) AS TIMESTAMP) FROM phaselens_meta WHERE key = 'built_at') AS built_at,

@@ -1,13 +1,10 @@
--- Log-bucket histograms, so percentiles under any filter come from merged histograms. Upstream: requests.
--- Bucket b holds values in [10^(b/40), 10^((b+1)/40)): 40 buckets per decade, each 5.9% wide, so a percentile
--- read at the bucket's geometric centre is within 3% of the exact value. Values <= 0 go to bucket -32768
--- (read as 0). `hist_value(bucket)` in rollup_macros.sql is the inverse.
+-- Log-bucket histograms, so percentiles under any filter come from merged histograms. Upstream: _pl_calls (the
+-- `requests` rows of the UTC days being published; pipeline/publish.py assembles the snapshot's tables).
+-- Buckets and their reading are the percentile sketch of sketch_macros.sql (pl_hist_bucket / pl_hist_value):
+-- 40 buckets per decade, a percentile within 2.9% of the exact nearest-rank value.
 -- Two grains, each sorted by time so a period filter reads only its own row groups:
 --   rollup_hist_hourly  UTC hour × workload × provider × model × team × metric × bucket, for ttft_s, itl_s, e2e_s (s)
 --   rollup_hist_daily   UTC day, same keys, for those and input_tokens, output_tokens (tokens)
-CREATE OR REPLACE TEMP MACRO _pl_hist_bucket(x) AS
-  CASE WHEN x <= 0 THEN -32768 ELSE CAST(floor(log10(x) * 40) AS INTEGER) END::SMALLINT;
-
 CREATE OR REPLACE TEMP TABLE _pl_buckets AS
 SELECT
   date_trunc('hour', started_at) AS hour,
@@ -15,11 +12,11 @@ SELECT
   coalesce(provider, '(unknown)') AS provider,
   coalesce(model, '(unknown)') AS model,
   coalesce(team, '(none)') AS team,
-  _pl_hist_bucket(ttft_s) AS ttft_s, _pl_hist_bucket(itl_s) AS itl_s, _pl_hist_bucket(e2e_s) AS e2e_s,
-  _pl_hist_bucket(input_tokens) AS input_tokens, _pl_hist_bucket(output_tokens) AS output_tokens
-FROM requests;
+  pl_hist_bucket(ttft_s) AS ttft_s, pl_hist_bucket(itl_s) AS itl_s, pl_hist_bucket(e2e_s) AS e2e_s,
+  pl_hist_bucket(input_tokens) AS input_tokens, pl_hist_bucket(output_tokens) AS output_tokens
+FROM _pl_calls;
 
-CREATE TABLE published.rollup_hist_hourly AS
+CREATE OR REPLACE TEMP TABLE _pl_part_rollup_hist_hourly AS
 SELECT hour, workload, provider, model, team, metric, bucket, count(*) AS calls
 FROM (
   SELECT hour, workload, provider, model, team, 'ttft_s' AS metric, ttft_s AS bucket FROM _pl_buckets WHERE ttft_s IS NOT NULL
@@ -28,14 +25,13 @@ FROM (
   UNION ALL
   SELECT hour, workload, provider, model, team, 'e2e_s', e2e_s FROM _pl_buckets WHERE e2e_s IS NOT NULL
 )
-GROUP BY ALL
-ORDER BY hour, workload, provider, model, team, metric, bucket;
+GROUP BY ALL;
 
-CREATE TABLE published.rollup_hist_daily AS
+CREATE OR REPLACE TEMP TABLE _pl_part_rollup_hist_daily AS
 SELECT day, workload, provider, model, team, metric, bucket, CAST(sum(calls) AS BIGINT) AS calls
 FROM (
   SELECT date_trunc('day', hour) AS day, workload, provider, model, team, metric, bucket, calls
-  FROM published.rollup_hist_hourly
+  FROM _pl_part_rollup_hist_hourly
   UNION ALL
   SELECT date_trunc('day', hour), workload, provider, model, team, 'input_tokens', input_tokens, 1
   FROM _pl_buckets WHERE input_tokens IS NOT NULL
@@ -43,7 +39,6 @@ FROM (
   SELECT date_trunc('day', hour), workload, provider, model, team, 'output_tokens', output_tokens, 1
   FROM _pl_buckets WHERE output_tokens IS NOT NULL
 )
-GROUP BY ALL
-ORDER BY day, workload, provider, model, team, metric, bucket;
+GROUP BY ALL;
 
 DROP TABLE _pl_buckets;

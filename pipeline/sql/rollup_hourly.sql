@@ -1,11 +1,12 @@
 -- rollup_hourly: what the dashboard sums under any filter. Grain: one row per UTC hour of started_at ×
 -- workload × provider × model × team × project (calls without a start time share one NULL hour).
--- Upstream: requests; _pl_invoice_costs (invoice-true cost per call, empty until reconciliation is built).
+-- Upstream: _pl_calls (the `requests` rows of the UTC days being published; pipeline/publish.py assembles the
+-- snapshot's table from these rows and the previous snapshot's rows of the other days); _pl_invoice_costs (invoice-true cost per call, empty until reconciliation is built).
 -- Seconds and tokens are sums over the group's calls; money is exact DECIMAL USD: estimated (list or price-book
 -- price), invoice-true (billed cost allocated to the call), and best (invoice-true where billed, else estimated).
 -- Phase time follows `workloads`: only calls with both sides of the split count, and the prefill side is the
 -- time to the first token as the caller sees it (queueing included; queue_time_s says how much of it queued).
-CREATE TABLE published.rollup_hourly AS
+CREATE OR REPLACE TEMP TABLE _pl_part_rollup_hourly AS
 SELECT
   date_trunc('hour', r.started_at) AS hour,
   r.workload,
@@ -50,6 +51,6 @@ SELECT
   coalesce(sum(CASE WHEN i.cost_usd_invoice IS NOT NULL THEN i.output_cost_usd_invoice ELSE r.output_cost_usd END), 0)
     AS output_cost_usd_best,
   coalesce(sum(coalesce(i.cost_usd_invoice, r.cost_usd)), 0) AS cost_usd_best
-FROM requests r
+FROM _pl_calls r
 LEFT JOIN _pl_invoice_costs i USING (call_id)
 GROUP BY ALL;

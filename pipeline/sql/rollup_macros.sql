@@ -5,8 +5,9 @@
 -- p_bin: 'hour' | 'day' | 'all' (time axis); p_group: 'all' | 'workload' | 'provider' | 'model' | 'team' |
 -- 'project' (series).
 
--- A histogram bucket of rollup_hist read back as a value: its geometric centre (0 for the <= 0 bucket).
-CREATE MACRO hist_value(b) AS CASE WHEN b = -32768 THEN 0.0 ELSE pow(10, (b + 0.5) / 40) END;
+-- A histogram bucket of rollup_hist read back as a value: its geometric centre (0 for the <= 0 bucket); the
+-- percentile sketch of sketch_macros.sql, created in the snapshot before this file.
+CREATE MACRO hist_value(b) AS pl_hist_value(b);
 
 CREATE MACRO keep_row(hour, provider, model, workload, team, p_since, p_until, p_providers, p_models, p_workloads, p_teams) AS
   (p_since IS NULL OR hour >= CAST(p_since AS TIMESTAMP))
@@ -55,10 +56,10 @@ c AS (
   FROM h
 )
 SELECT t, series, metric, CAST(any_value(total) AS BIGINT) AS calls,
-       hist_value(min(bucket) FILTER (WHERE cum >= 0.50 * total)) AS p50,
-       hist_value(min(bucket) FILTER (WHERE cum >= 0.90 * total)) AS p90,
-       hist_value(min(bucket) FILTER (WHERE cum >= 0.95 * total)) AS p95,
-       hist_value(min(bucket) FILTER (WHERE cum >= 0.99 * total)) AS p99
+       hist_value(min(bucket) FILTER (WHERE cum >= pl_hist_rank(0.5, total))) AS p50,
+       hist_value(min(bucket) FILTER (WHERE cum >= pl_hist_rank(0.9, total))) AS p90,
+       hist_value(min(bucket) FILTER (WHERE cum >= pl_hist_rank(0.95, total))) AS p95,
+       hist_value(min(bucket) FILTER (WHERE cum >= pl_hist_rank(0.99, total))) AS p99
 FROM c GROUP BY ALL ORDER BY t, series, metric;
 
 -- The distribution of one metric: calls per histogram bucket with its bounds, for a histogram chart.
@@ -102,20 +103,24 @@ p AS (
 SELECT s.*,
   s.prefill_time_s / nullif(s.prefill_time_s + s.decode_time_s, 0) AS prefill_time_share,
   s.decode_time_s / nullif(s.prefill_time_s + s.decode_time_s, 0) AS decode_time_share,
-  CAST(s.input_cost_usd AS DOUBLE) / nullif(CAST(s.input_cost_usd + s.output_cost_usd AS DOUBLE), 0) AS prefill_cost_share,
-  CAST(s.output_cost_usd AS DOUBLE) / nullif(CAST(s.input_cost_usd + s.output_cost_usd AS DOUBLE), 0) AS decode_cost_share,
+  -- shares of money are of the headline cost (invoice-true where billed, else estimated), like every surface's
+  CAST(s.input_cost_usd_best AS DOUBLE) / nullif(CAST(s.input_cost_usd_best + s.output_cost_usd_best AS DOUBLE), 0)
+    AS prefill_cost_share,
+  CAST(s.output_cost_usd_best AS DOUBLE) / nullif(CAST(s.input_cost_usd_best + s.output_cost_usd_best AS DOUBLE), 0)
+    AS decode_cost_share,
   p.*
 FROM s, p;
 
--- Per workload under the filters: the phase split of time and money, the dominant phases, median tokens, TTFT/ITL
--- percentiles; shape, cause, diagnosis and lever come from the whole-store `workloads` relation.
+-- Per workload under the filters: the phase split of time and money (of the headline cost: invoice-true where
+-- billed, else estimated), the dominant phases, median tokens, TTFT/ITL percentiles; shape, cause, diagnosis and lever come from the whole-store `workloads` relation.
 CREATE MACRO workload_phases(p_since, p_until, p_providers, p_models, p_workloads, p_teams) AS TABLE
 WITH s AS (
   SELECT workload, CAST(sum(calls) AS BIGINT) AS calls,
          sum(prefill_time_s) AS prefill_time_s, sum(decode_time_s) AS decode_time_s, sum(queue_time_s) AS queue_time_s,
          sum(input_cost_usd) AS input_cost_usd, sum(output_cost_usd) AS output_cost_usd, sum(cost_usd) AS cost_usd,
          sum(cost_usd_invoice) AS cost_usd_invoice, CAST(sum(invoice_calls) AS BIGINT) AS invoice_calls,
-         CAST(sum(unpriced_calls) AS BIGINT) AS unpriced_calls
+         sum(input_cost_usd_best) AS input_cost_usd_best, sum(output_cost_usd_best) AS output_cost_usd_best,
+         sum(cost_usd_best) AS cost_usd_best, CAST(sum(unpriced_calls) AS BIGINT) AS unpriced_calls
   FROM filtered_calls(p_since, p_until, p_providers, p_models, p_workloads, p_teams) GROUP BY workload
 ),
 p AS (
@@ -130,7 +135,8 @@ p AS (
 j AS (
   SELECT s.*, p.* EXCLUDE (workload),
     s.prefill_time_s / nullif(s.prefill_time_s + s.decode_time_s, 0) AS prefill_time_share,
-    CAST(s.input_cost_usd AS DOUBLE) / nullif(CAST(s.input_cost_usd + s.output_cost_usd AS DOUBLE), 0) AS prefill_cost_share
+    CAST(s.input_cost_usd_best AS DOUBLE) / nullif(CAST(s.input_cost_usd_best + s.output_cost_usd_best AS DOUBLE), 0)
+      AS prefill_cost_share
   FROM s LEFT JOIN p USING (workload)
 )
 SELECT j.*,
@@ -140,7 +146,7 @@ SELECT j.*,
     AS dominant_cost_phase,
   w.shape_class, w.cause, w.diagnosis, w.lever, w.cost_diagnosis, w.cost_lever
 FROM j LEFT JOIN (SELECT workload, shape_class, cause, diagnosis, lever, cost_diagnosis, cost_lever FROM workloads) w USING (workload)
-ORDER BY cost_usd DESC NULLS LAST, calls DESC;
+ORDER BY cost_usd_best DESC NULLS LAST, calls DESC, workload;
 
 -- Money per time bin and series, split into the four token buckets (estimated at list price) and the
 -- invoice-true input/output split where billing is reconciled. USD as DOUBLE, for charts.

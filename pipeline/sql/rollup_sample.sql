@@ -1,26 +1,34 @@
 -- call_sample: the calls behind a workload, bounded so the snapshot stays small at any store size.
 -- Grain: call_id; per workload at most the 100 latest calls, the 50 with the longest TTFT and the 50 most
--- expensive (a call picked twice appears once). Upstream: requests. Never any prompt or completion text.
-CREATE TABLE published.call_sample AS
-WITH picks AS (
-  SELECT workload,
-    max_by(call_id, started_at, 100) AS latest,
-    max_by(call_id, ttft_s, 50) AS slowest,
-    max_by(call_id, cost_usd, 50) AS priciest
-  FROM requests GROUP BY workload
-),
-ids AS (
-  SELECT unnest(list_distinct(latest || coalesce(slowest, []) || coalesce(priciest, []))) AS call_id, slowest, priciest
-  FROM picks
+-- expensive (a call picked twice appears once; ties go to the smaller call_id). Never any prompt or completion text.
+-- Two steps, so a publish recomputes only the days it was given: the candidates of each UTC day (the same picks
+-- within the day, `call_sample_days`, assembled by pipeline/publish.py from _pl_calls and the previous snapshot),
+-- then the picks over all days' candidates. A call among a workload's 100 latest overall is among its day's 100
+-- latest, so the second step picks exactly what one pass over every call would.
+
+CREATE OR REPLACE TEMP MACRO _pl_sample_picks(rel) AS TABLE
+SELECT * FROM (
+  SELECT *,
+    CASE WHEN started_at IS NOT NULL THEN row_number() OVER (
+      PARTITION BY pick_day, workload ORDER BY started_at IS NULL, started_at DESC, call_id) END AS latest_rank,
+    CASE WHEN ttft_s IS NOT NULL THEN row_number() OVER (
+      PARTITION BY pick_day, workload ORDER BY ttft_s IS NULL, ttft_s DESC, call_id) END AS slowest_rank,
+    CASE WHEN cost_usd IS NOT NULL THEN row_number() OVER (
+      PARTITION BY pick_day, workload ORDER BY cost_usd IS NULL, cost_usd DESC, call_id) END AS priciest_rank
+  FROM query_table(rel)
 )
+WHERE latest_rank <= 100 OR slowest_rank <= 50 OR priciest_rank <= 50;
+
+CREATE OR REPLACE TEMP VIEW _pl_sample_rows AS
 SELECT
+  CAST(date_trunc('day', r.started_at) AS TIMESTAMP) AS day, date_trunc('day', r.started_at) AS pick_day,
   r.call_id, r.trace_id, r.started_at, r.workload,
   coalesce(r.provider, '(unknown)') AS provider, coalesce(r.model, '(unknown)') AS model,
   coalesce(r.team, '(none)') AS team, coalesce(r.project, '(none)') AS project,
   date_trunc('hour', r.started_at) AS hour,
   r.status, r.streaming, r.input_tokens, r.cache_read_tokens, r.output_tokens,
-  r.ttft_s, r.itl_s, r.e2e_s, r.queue_s, r.timing_source, r.cost_usd, r.priced, r.source, r.source_locator,
-  CASE WHEN list_contains(i.slowest, r.call_id) THEN 'slowest TTFT'
-       WHEN list_contains(i.priciest, r.call_id) THEN 'most expensive' ELSE 'latest' END AS picked_as
-FROM requests r JOIN ids i USING (call_id)
-ORDER BY r.workload, r.started_at DESC NULLS LAST, r.call_id;
+  r.ttft_s, r.itl_s, r.e2e_s, r.queue_s, r.timing_source, r.cost_usd, r.priced, r.source, r.source_locator
+FROM _pl_calls r;
+
+CREATE OR REPLACE TEMP TABLE _pl_part_call_sample_days AS
+SELECT * EXCLUDE (pick_day, latest_rank, slowest_rank, priciest_rank) FROM _pl_sample_picks('_pl_sample_rows');

@@ -1,13 +1,51 @@
 -- workload_stats(since, until): per workload over calls started in [since, until) (NULL = open), the
 -- phase split of time and money, which phase dominates, the shape class, a diagnosis with its
 -- evidence and the lever, for time (latency_diagnosis/latency_lever; diagnosis/lever are the same) and
--- for money (cost_diagnosis/cost_lever, dollars per day over the days with calls). Grain: one row per workload. Upstream: requests, build_settings,
--- caching_by_workload. `workloads` is the same over the whole store.
+-- for money (cost_diagnosis/cost_lever, dollars per day over the days with calls). Grain: one row per workload. Upstream: requests,
+-- invoice_costs, build_settings, caching_by_workload. `workloads` is the same over the whole store.
+-- The figures every surface shows are computed the way the published rollups compute them, so the dashboard, the
+-- CLI and the reports agree: percentiles are the sketch of sketch_macros.sql (within 2.9% of exact), and money
+-- has one headline, `cost_usd_best` (invoice-true where reconciled billing covers the call, else the estimate at
+-- list or price-book price), with `input_cost_usd_best` / `output_cost_usd_best` its prefill / decode sides; the
+-- shares and dominance of money are of the headline. `cost_usd`, `input_cost_usd`, `output_cost_usd` stay the
+-- estimate, `cost_usd_invoice` the invoice-true part.
 CREATE OR REPLACE MACRO workload_stats(since, until) AS TABLE
 WITH calls AS (
-  SELECT * FROM requests
-  WHERE (since IS NULL OR started_at >= CAST(since AS TIMESTAMP))
-    AND (until IS NULL OR started_at < CAST(until AS TIMESTAMP))
+  SELECT r.*, i.input_cost_usd_invoice, i.output_cost_usd_invoice, i.cost_usd_invoice
+  FROM requests r LEFT JOIN invoice_costs i USING (call_id)
+  WHERE (since IS NULL OR r.started_at >= CAST(since AS TIMESTAMP))
+    AND (until IS NULL OR r.started_at < CAST(until AS TIMESTAMP))
+),
+sketch AS (
+  -- histogram of each metric per workload: the rollups' buckets (sketch_macros.sql)
+  SELECT workload, metric, bucket, count(*) AS n FROM (
+    SELECT workload, 'ttft_s' AS metric, pl_hist_bucket(ttft_s) AS bucket FROM calls WHERE ttft_s IS NOT NULL
+    UNION ALL SELECT workload, 'itl_s', pl_hist_bucket(itl_s) FROM calls WHERE itl_s IS NOT NULL
+    UNION ALL SELECT workload, 'e2e_s', pl_hist_bucket(e2e_s) FROM calls WHERE e2e_s IS NOT NULL
+    UNION ALL SELECT workload, 'input_tokens', pl_hist_bucket(input_tokens) FROM calls WHERE input_tokens IS NOT NULL
+    UNION ALL SELECT workload, 'output_tokens', pl_hist_bucket(output_tokens) FROM calls WHERE output_tokens IS NOT NULL
+  ) GROUP BY ALL
+),
+sketch_cum AS (
+  SELECT *, sum(n) OVER (PARTITION BY workload, metric ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS cum,
+         sum(n) OVER (PARTITION BY workload, metric) AS total
+  FROM sketch
+),
+percentiles AS (
+  SELECT workload,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'input_tokens' AND cum >= pl_hist_rank(0.5, total))) AS input_tokens_p50,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'output_tokens' AND cum >= pl_hist_rank(0.5, total))) AS output_tokens_p50,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'ttft_s' AND cum >= pl_hist_rank(0.5, total))) AS ttft_p50_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'ttft_s' AND cum >= pl_hist_rank(0.9, total))) AS ttft_p90_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'ttft_s' AND cum >= pl_hist_rank(0.95, total))) AS ttft_p95_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'ttft_s' AND cum >= pl_hist_rank(0.99, total))) AS ttft_p99_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'itl_s' AND cum >= pl_hist_rank(0.5, total))) AS itl_p50_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'itl_s' AND cum >= pl_hist_rank(0.9, total))) AS itl_p90_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'itl_s' AND cum >= pl_hist_rank(0.95, total))) AS itl_p95_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'itl_s' AND cum >= pl_hist_rank(0.99, total))) AS itl_p99_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'e2e_s' AND cum >= pl_hist_rank(0.5, total))) AS e2e_p50_s,
+    pl_hist_value(min(bucket) FILTER (WHERE metric = 'e2e_s' AND cum >= pl_hist_rank(0.95, total))) AS e2e_p95_s
+  FROM sketch_cum GROUP BY workload
 ),
 contention AS (
   -- ITL of the calls that ran with the most company vs the least (top vs bottom concurrency quartile)
@@ -15,7 +53,7 @@ contention AS (
          median(itl_s) FILTER (WHERE q = 4) / nullif(median(itl_s) FILTER (WHERE q = 1), 0) AS itl_contention_ratio,
          median(concurrency) FILTER (WHERE q = 4) AS concurrency_high,
          median(concurrency) FILTER (WHERE q = 1) AS concurrency_low
-  FROM (SELECT workload, itl_s, concurrency, ntile(4) OVER (PARTITION BY workload ORDER BY concurrency) AS q
+  FROM (SELECT workload, call_id, itl_s, concurrency, ntile(4) OVER (PARTITION BY workload ORDER BY concurrency, call_id) AS q
         FROM calls WHERE itl_s IS NOT NULL AND concurrency IS NOT NULL)
   GROUP BY workload
   HAVING count(*) >= 40 AND max(concurrency) > min(concurrency)
@@ -37,18 +75,6 @@ agg AS (
     sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
     sum(output_tokens)::BIGINT AS output_tokens,
     sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
-    median(input_tokens) AS input_tokens_p50,
-    median(output_tokens) AS output_tokens_p50,
-    quantile_cont(ttft_s, 0.50) AS ttft_p50_s,
-    quantile_cont(ttft_s, 0.90) AS ttft_p90_s,
-    quantile_cont(ttft_s, 0.95) AS ttft_p95_s,
-    quantile_cont(ttft_s, 0.99) AS ttft_p99_s,
-    quantile_cont(itl_s, 0.50) AS itl_p50_s,
-    quantile_cont(itl_s, 0.90) AS itl_p90_s,
-    quantile_cont(itl_s, 0.95) AS itl_p95_s,
-    quantile_cont(itl_s, 0.99) AS itl_p99_s,
-    quantile_cont(e2e_s, 0.50) AS e2e_p50_s,
-    quantile_cont(e2e_s, 0.95) AS e2e_p95_s,
     -- time in the prefill phase is the time to the first token (queueing included, as the caller sees it)
     sum(coalesce(ttft_s, prefill_s)) FILTER (WHERE decode_s IS NOT NULL) AS prefill_time_s,
     sum(decode_s) FILTER (WHERE coalesce(ttft_s, prefill_s) IS NOT NULL) AS decode_time_s,
@@ -61,6 +87,11 @@ agg AS (
     count(DISTINCT CAST(started_at AS DATE)) AS days,
     sum(output_cost_usd) AS output_cost_usd,
     sum(cost_usd) AS cost_usd,
+    count(cost_usd_invoice) AS invoice_calls,
+    sum(cost_usd_invoice) AS cost_usd_invoice,
+    sum(CASE WHEN cost_usd_invoice IS NOT NULL THEN input_cost_usd_invoice ELSE input_cost_usd END) AS input_cost_usd_best,
+    sum(CASE WHEN cost_usd_invoice IS NOT NULL THEN output_cost_usd_invoice ELSE output_cost_usd END) AS output_cost_usd_best,
+    sum(coalesce(cost_usd_invoice, cost_usd)) AS cost_usd_best,
     count(*) FILTER (WHERE NOT priced) AS unpriced_calls
   FROM calls
   GROUP BY workload
@@ -70,14 +101,18 @@ shares AS (
     a.*,
     a.prefill_time_s / nullif(a.prefill_time_s + a.decode_time_s, 0) AS prefill_time_share,
     a.decode_time_s / nullif(a.prefill_time_s + a.decode_time_s, 0) AS decode_time_share,
-    CAST(a.input_cost_usd AS DOUBLE) / nullif(CAST(a.input_cost_usd + a.output_cost_usd AS DOUBLE), 0) AS prefill_cost_share,
-    CAST(a.output_cost_usd AS DOUBLE) / nullif(CAST(a.input_cost_usd + a.output_cost_usd AS DOUBLE), 0) AS decode_cost_share,
+    CAST(a.input_cost_usd_best AS DOUBLE) / nullif(CAST(a.input_cost_usd_best + a.output_cost_usd_best AS DOUBLE), 0)
+      AS prefill_cost_share,
+    CAST(a.output_cost_usd_best AS DOUBLE) / nullif(CAST(a.input_cost_usd_best + a.output_cost_usd_best AS DOUBLE), 0)
+      AS decode_cost_share,
+    pc.* EXCLUDE (workload),
     k.itl_contention_ratio, k.concurrency_high, k.concurrency_low,
     cw.reuse_share, cw.achieved_share, cw.usd_saved AS cache_usd_saved, cw.ttft_saved_p50_s AS cache_ttft_saved_p50_s,
     cw.lifetime_s AS cache_lifetime_s,
     sd.store_days,
     s.*
   FROM agg a
+  LEFT JOIN percentiles pc USING (workload)
   LEFT JOIN store_days sd USING (workload)
   LEFT JOIN contention k USING (workload)
   LEFT JOIN caching_by_workload cw USING (workload)
@@ -114,8 +149,8 @@ classified AS (
       ELSE 'output_length'
     END AS itl_cause,
     CAST(cache_write_cost_usd AS DOUBLE) / nullif(CAST(input_cost_usd AS DOUBLE), 0) AS cache_write_cost_share,
-    CAST(input_cost_usd AS DOUBLE) / nullif(days, 0) AS input_usd_per_day,
-    CAST(output_cost_usd AS DOUBLE) / nullif(days, 0) AS output_usd_per_day,
+    CAST(input_cost_usd_best AS DOUBLE) / nullif(days, 0) AS input_usd_per_day,
+    CAST(output_cost_usd_best AS DOUBLE) / nullif(days, 0) AS output_usd_per_day,
     CAST(cache_write_cost_usd AS DOUBLE) / nullif(days, 0) AS cache_write_usd_per_day,
     CAST(cache_usd_saved AS DOUBLE) / nullif(store_days, 0) AS cache_usd_saved_per_day,
     CASE
@@ -141,7 +176,8 @@ SELECT
   ttft_p50_s, ttft_p90_s, ttft_p95_s, ttft_p99_s, itl_p50_s, itl_p90_s, itl_p95_s, itl_p99_s, e2e_p50_s, e2e_p95_s,
   prefill_time_s, decode_time_s, prefill_time_share, decode_time_share, queue_share_of_ttft,
   measured_calls, estimated_calls,
-  input_cost_usd, output_cost_usd, cost_usd, unpriced_calls, prefill_cost_share, decode_cost_share,
+  input_cost_usd, output_cost_usd, cost_usd, invoice_calls, cost_usd_invoice,
+  input_cost_usd_best, output_cost_usd_best, cost_usd_best, unpriced_calls, prefill_cost_share, decode_cost_share,
   dominant_latency_phase, dominant_cost_phase, shape_class,
   CASE WHEN dominant_latency_phase = 'prefill' THEN ttft_cause WHEN dominant_latency_phase = 'decode' THEN itl_cause END
     AS cause,
@@ -197,7 +233,7 @@ SELECT
     WHEN dominant_cost_phase IS NULL THEN 'No call of this workload is priced, so money cannot be split.'
     WHEN dominant_cost_phase = 'prefill' THEN
       printf('Input dominates money: %.0f%% of spend is prefill ($%,.2f of $%,.2f; $%,.2f a day over %d day%s). ',
-             100 * prefill_cost_share, input_cost_usd, input_cost_usd + output_cost_usd, input_usd_per_day,
+             100 * prefill_cost_share, input_cost_usd_best, input_cost_usd_best + output_cost_usd_best, input_usd_per_day,
              days, CASE WHEN days = 1 THEN '' ELSE 's' END) ||
       CASE cost_cause
         WHEN 'cache_writes' THEN
@@ -213,7 +249,7 @@ SELECT
       END
     ELSE
       printf('Output dominates money: %.0f%% of spend is decode ($%,.2f of $%,.2f; $%,.2f a day over %d day%s), median %,d output tokens.',
-             100 * decode_cost_share, output_cost_usd, input_cost_usd + output_cost_usd, output_usd_per_day,
+             100 * decode_cost_share, output_cost_usd_best, input_cost_usd_best + output_cost_usd_best, output_usd_per_day,
              days, CASE WHEN days = 1 THEN '' ELSE 's' END, coalesce(output_tokens_p50, 0)::BIGINT)
   END AS cost_diagnosis,
   CASE
@@ -238,6 +274,6 @@ SELECT
 FROM classified
 )
 SELECT *, diagnosis AS latency_diagnosis, lever AS latency_lever FROM final
-ORDER BY cost_usd DESC NULLS LAST, calls DESC;
+ORDER BY cost_usd_best DESC NULLS LAST, calls DESC, workload;
 
 CREATE OR REPLACE VIEW workloads AS SELECT * FROM workload_stats(NULL, NULL);

@@ -94,9 +94,10 @@ def test_no_store_says_how_to_make_one(tmp_path, monkeypatch):
 def test_overview_numbers_equal_the_views(sample_db, monkeypatch):
     at = render(sample_db, "overview", monkeypatch)
     calls, cost, unpriced = store_rows(
-        sample_db, "SELECT count(*), sum(cost_usd), count(*) FILTER (WHERE NOT priced) FROM requests")[0]
+        sample_db, "SELECT count(*), sum(coalesce(i.cost_usd_invoice, r.cost_usd)), count(*) FILTER (WHERE NOT priced) "
+                   "FROM requests r LEFT JOIN invoice_costs i USING (call_id)")[0]
     assert metric(at, "Calls") == f"{calls:,}"
-    assert metric(at, "Cost (estimated, USD)") == money(cost)
+    assert metric(at, "Cost (USD)") == money(cost)  # the headline: invoice-true where billed, else estimated
     # prefill share of time as workloads.sql defines it, over the whole store
     pre, dec = store_rows(sample_db, "SELECT sum(coalesce(ttft_s, prefill_s)) FILTER (WHERE decode_s IS NOT NULL), "
                                      "sum(decode_s) FILTER (WHERE coalesce(ttft_s, prefill_s) IS NOT NULL) FROM requests")[0]
@@ -129,14 +130,16 @@ def test_filters_in_the_url_narrow_every_number(sample_db, monkeypatch):
 
 
 def test_workload_detail_numbers_equal_the_views(sample_db, monkeypatch):
-    name, calls, cost, diagnosis, cost_diagnosis = store_rows(
-        sample_db, "SELECT workload, calls, cost_usd, diagnosis, cost_diagnosis FROM workloads ORDER BY calls DESC LIMIT 1")[0]
+    name, calls, diagnosis, cost_diagnosis = store_rows(
+        sample_db, "SELECT workload, calls, diagnosis, cost_diagnosis FROM workloads ORDER BY calls DESC LIMIT 1")[0]
+    (cost,) = store_rows(sample_db, "SELECT sum(coalesce(i.cost_usd_invoice, r.cost_usd)) FROM requests r "
+                                    "LEFT JOIN invoice_costs i USING (call_id) WHERE r.workload = ?", [name])[0]
     at = render(sample_db, "workload", monkeypatch, {"detail": [name]})
     assert_clean(at)
     assert at.selectbox(key="detail_workload").value == name
     assert metric(at, "Calls") == f"{calls:,}"
     if cost is not None:
-        assert metric(at, "Cost (estimated, USD)") == money(cost)
+        assert metric(at, "Cost (USD)") == money(cost)
     if diagnosis:
         # both diagnoses, shown as text (time and money)
         assert any(diagnosis in t.value for t in at.text)

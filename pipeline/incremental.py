@@ -1,0 +1,324 @@
+"""Build state and the plan of an incremental build (docs/operations.md, "What a run recomputes").
+
+`build_state` (one row) holds the hash of everything a build's answers depend on besides the raw rows (the
+configuration without `[run]`, the latency profiles' bytes, the build SQL and the package version) and when
+the last build ended; `build_loads` holds, per raw source (`raw_calls`, `raw_billing_lines`), the ledger
+load ids whose rows that build already saw: the high-water mark. A build compares the two with the store:
+
+- no state yet, another hash, or `full=True`: a full build (every table re-derived from every raw row);
+- otherwise the rows of loads not yet built name the touched UTC days (a call's day is the UTC date it
+  started; a call spanning midnight touches every day it runs in), widened by what depends on them (see
+  `affected_days`), and only those days are recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from datetime import date
+from importlib import metadata, resources
+
+import duckdb
+
+from phaselens.models.config import Config
+
+BUILD_STATE_DDL = """
+CREATE TABLE IF NOT EXISTS build_state (
+  config_hash VARCHAR,        -- sha256 of the configuration (without [run]), profiles, build SQL and version
+  built_at TIMESTAMP,         -- UTC, when the last build committed
+  full_build BOOLEAN,         -- whether the last build re-derived everything
+  days_rebuilt BIGINT         -- UTC days the last build recomputed
+);
+CREATE TABLE IF NOT EXISTS build_loads (
+  source VARCHAR,             -- raw_calls | raw_billing_lines
+  load_id VARCHAR,            -- a ledger load id whose rows a build has seen
+  built_at TIMESTAMP
+);
+"""
+
+SOURCES = ("raw_calls", "raw_billing_lines")
+
+CALL_DAY_SQL = "CAST(started_at AS DATE)"
+"""The partition key of every per-call built table: the UTC day the call started (NULL when unknown)."""
+
+
+@dataclass
+class Plan:
+    """What a build will do: everything (`full`, with the reason) or the touched days of the new loads."""
+
+    full: bool
+    reason: str
+    config_hash: str
+    new_loads: dict[str, list[str]] = field(default_factory=dict)
+    days: list[date | None] = field(default_factory=list)  # the days whose rows are recomputed
+
+
+def config_hash(config: Config) -> str:
+    """The hash of everything besides the raw rows that a build's answers depend on."""
+    h = hashlib.sha256(config.model_dump_json(exclude={"run"}).encode())
+    for p in config.latency.profiles:
+        try:
+            h.update(p.csv.read_bytes())
+        except OSError:
+            h.update(b"unreadable profile " + str(p.csv).encode())
+    sql = resources.files("phaselens.pipeline").joinpath("sql")
+    for f in sorted(sql.iterdir(), key=lambda f: f.name):
+        if f.name.endswith(".sql"):
+            h.update(f.name.encode() + f.read_bytes())
+    try:
+        h.update(metadata.version("phaselens").encode())
+    except metadata.PackageNotFoundError:
+        pass
+    return h.hexdigest()
+
+
+def ensure_state(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(BUILD_STATE_DDL)
+
+
+def _has(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'", [name]
+    ).fetchone()[0])
+
+
+def caching_reach_days(config: Config) -> int | None:
+    """Whole days a cache lifetime reaches (None: unlimited, so reuse depends on all history)."""
+    lifetimes = config.caching.lifetimes_s
+    if any(v is None for v in lifetimes):
+        return None
+    return max(1, math.ceil(max(lifetimes) / 86400))
+
+
+def plan(con: duckdb.DuckDBPyConnection, config: Config, full: bool = False) -> Plan:
+    """The plan of the next build over this store and configuration."""
+    ensure_state(con)
+    digest = config_hash(config)
+    if full:
+        return Plan(True, "--full asked for", digest)
+    row = con.execute("SELECT config_hash FROM build_state").fetchall()
+    if not row:
+        return Plan(True, "no earlier build", digest)
+    if row[0][0] != digest:
+        return Plan(True, "the configuration (or phaselens) changed since the last build", digest)
+    missing = [t for t in ("call_attribution", "call_timing", "latency_fits") if not _has(con, t)]
+    if missing:
+        return Plan(True, f"built tables missing ({', '.join(missing)})", digest)
+    if caching_reach_days(config) is None:
+        return Plan(True, "an unlimited cache lifetime makes prefix reuse depend on all history", digest)
+    new: dict[str, list[str]] = {}
+    for source in SOURCES:
+        new[source] = [r[0] for r in con.execute(
+            f"SELECT DISTINCT load_id FROM {source} r WHERE NOT EXISTS "
+            "(SELECT 1 FROM build_loads b WHERE b.source = ? AND b.load_id = r.load_id) ORDER BY 1", [source]
+        ).fetchall()]
+    return Plan(False, "incremental", digest, new_loads=new)
+
+
+def record(con: duckdb.DuckDBPyConnection, p: Plan, days: int) -> None:
+    """Write the state of the build that is about to commit (inside its transaction)."""
+    if p.full:
+        con.execute("DELETE FROM build_loads")
+        for source in SOURCES:
+            con.execute(f"INSERT INTO build_loads SELECT DISTINCT ?, load_id, now() AT TIME ZONE 'UTC' FROM {source}",
+                        [source])
+    else:
+        for source, ids in p.new_loads.items():
+            if ids:
+                con.execute("INSERT INTO build_loads SELECT ?, unnest(?::VARCHAR[]), now() AT TIME ZONE 'UTC'",
+                            [source, ids])
+    con.execute("DELETE FROM build_state")
+    con.execute("INSERT INTO build_state VALUES (?, now() AT TIME ZONE 'UTC', ?, ?)", [p.config_hash, p.full, days])
+
+
+# ---- the incremental build ------------------------------------------------------------------------------
+SCRATCH = "phaselens_scratch"
+NULL_DAY = "DATE '0001-01-01'"
+DAY_KEY = f"coalesce(CAST(started_at AS DATE), {NULL_DAY})"  # the day as a join key (calls without a start: one key)
+
+# Built tables recomputed per day: the table, and how its rows map to a day ("call": by call_id, else a day column).
+SLICED: dict[str, tuple[str, ...]] = {
+    "workloads rules": ("call_workload",),
+    "concurrency": ("call_concurrency",),
+    "latency": ("call_timing", "latency_fits"),
+    "costs": ("call_unit_prices", "call_costs", "deployment_costs"),
+    "caching reuse": ("call_prefix_reuse",),
+    "attribution": ("call_attribution",),
+    "whatif": ("whatif_calls",),
+}
+BY_DAY_COLUMN = {"latency_fits", "whatif_calls"}
+BY_HOUR_COLUMN = {"deployment_costs"}
+
+# deployment_costs: the hours of a deployment's period without a call are idle rows; the period runs from its
+# first to its last call hour unless active_from/active_to fix it, so a new day can widen it anywhere.
+DEPLOYMENT_SPAN_SQL = """
+WITH span AS (
+  SELECT d.deployment,
+         coalesce(CAST(d.active_from AS TIMESTAMP), min(c.hour) FILTER (WHERE c.calls > 0)) AS first_hour,
+         coalesce(CAST(d.active_to AS TIMESTAMP) + INTERVAL 23 HOUR, max(c.hour) FILTER (WHERE c.calls > 0)) AS last_hour
+  FROM pricing_deployments d
+  LEFT JOIN main.deployment_costs c ON c.deployment = d.deployment
+  GROUP BY d.deployment, d.active_from, d.active_to
+)
+"""
+DEPLOYMENT_GAPS_SQL = DEPLOYMENT_SPAN_SQL + """,
+hours AS (
+  SELECT deployment, unnest(range(first_hour, last_hour + INTERVAL 1 HOUR, INTERVAL 1 HOUR)) AS hour
+  FROM span WHERE first_hour IS NOT NULL AND last_hour IS NOT NULL
+)
+INSERT INTO main.deployment_costs BY NAME
+SELECT h.deployment, d.provider, d.gpu_type, d.gpus, d.usd_per_gpu_hour, d.idle AS idle_policy, h.hour,
+       0 AS calls, 0 AS untimed_calls, 0.0 AS gpu_s, 0.0 AS busy_s, d.hour_cost_usd AS cost_usd,
+       CAST(0 AS DECIMAL(38, 12)) AS allocated_usd, CAST(d.hour_cost_usd AS DECIMAL(38, 12)) AS idle_usd
+FROM hours h
+JOIN pricing_deployments d ON d.deployment = h.deployment
+WHERE NOT EXISTS (SELECT 1 FROM main.deployment_costs c WHERE c.deployment = h.deployment AND c.hour = h.hour)
+"""
+DEPLOYMENT_OUTSIDE_SQL = DEPLOYMENT_SPAN_SQL + """
+DELETE FROM main.deployment_costs c
+WHERE NOT EXISTS (SELECT 1 FROM span s WHERE s.deployment = c.deployment
+                  AND c.hour BETWEEN s.first_hour AND s.last_hour)
+"""
+
+
+def _days_sql(reach: int) -> str:
+    return f"""
+CREATE OR REPLACE TEMP TABLE incr_touched AS
+SELECT DISTINCT CASE WHEN started_at IS NULL THEN {NULL_DAY} ELSE d END AS dkey
+FROM (
+  SELECT started_at,
+         unnest(CASE WHEN started_at IS NULL THEN [NULL::DATE]
+                     ELSE list_transform(range(0, greatest(coalesce(date_diff('day', CAST(started_at AS DATE),
+                            CAST(ended_at AS DATE)), 0), 0) + 1), lambda k: CAST(started_at AS DATE) + CAST(k AS INTEGER))
+                END) AS d
+  FROM main.raw_calls WHERE load_id IN (SELECT load_id FROM incr_loads)
+);
+-- the recomputed days: a touched day and those within the caching reach either side (reuse looks back, first
+-- writes look forward); calls without a start time are one partition of their own
+CREATE OR REPLACE TEMP TABLE incr_days AS
+SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
+FROM incr_touched, range(-{reach}, {reach} + 1) t(k);
+-- the context: every call of those days and of the days within the reach of them, and every call that runs
+-- during a recomputed day (concurrency counts calls in flight, whenever they started)
+CREATE OR REPLACE TEMP TABLE incr_context_days AS
+SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
+FROM incr_days, range(-{reach}, {reach} + 1) t(k);
+CREATE OR REPLACE TEMP TABLE incr_calls AS
+SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_days);
+"""
+
+
+def _context_sql() -> str:
+    return f"""
+CREATE TABLE {SCRATCH}.raw_calls AS
+SELECT * FROM main.raw_calls c
+WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_context_days)
+   OR (c.started_at IS NOT NULL AND c.ended_at IS NOT NULL
+       AND c.started_at < (SELECT max(dkey) + 1 FROM incr_days) AND c.ended_at >= (SELECT min(dkey) FROM incr_days
+                                                                                    WHERE dkey <> {NULL_DAY})
+       AND EXISTS (SELECT 1 FROM incr_days d WHERE d.dkey <> {NULL_DAY}
+                   AND c.started_at < d.dkey + 1 AND c.ended_at >= d.dkey))
+"""
+
+
+class Scratch:
+    """Run a stage's unchanged SQL on the context calls: a schema first in the search path holds `raw_calls`
+    (the context) and receives the stage's tables, which are then spliced into main for the recomputed days."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+        self.path = con.execute("SELECT current_setting('search_path')").fetchone()[0]
+
+    def __enter__(self) -> Scratch:
+        self.con.execute(f"CREATE SCHEMA {SCRATCH}")
+        self.con.execute(_context_sql())
+        return self
+
+    def inside(self) -> None:
+        self.con.execute(f"SET search_path = '{SCRATCH},main'")
+
+    def outside(self) -> None:
+        self.con.execute(f"SET search_path = '{self.path or 'main'}'")
+
+    def splice(self, tables: tuple[str, ...]) -> None:
+        """Replace the recomputed days' rows of each main table by the scratch rows of those days."""
+        self.outside()
+        for t in tables:
+            if t in BY_HOUR_COLUMN:
+                key = f"CAST(hour AS DATE)"
+                self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM incr_days)")
+                self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
+                                 f"WHERE {key} IN (SELECT dkey FROM incr_days)")
+            elif t in BY_DAY_COLUMN:
+                key = f"coalesce(day, {NULL_DAY})"
+                self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM incr_days)")
+                self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
+                                 f"WHERE {key} IN (SELECT dkey FROM incr_days)")
+            else:
+                self.con.execute(f"DELETE FROM main.{t} WHERE call_id IN (SELECT call_id FROM incr_calls)")
+                self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
+                                 "WHERE call_id IN (SELECT call_id FROM incr_calls)")
+            self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
+
+    def __exit__(self, *exc) -> None:
+        self.outside()
+        if exc[0] is None:
+            left = [r[0] for r in self.con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [SCRATCH]).fetchall()]
+            for t in left:
+                self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
+            self.con.execute(f"DROP SCHEMA {SCRATCH}")
+
+
+def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) -> list[date | None]:
+    """The incremental build's stages (inside the build's transaction); returns the days recomputed."""
+    from . import build as b
+    from .caching import build_caching
+    from .latency import add_profile_only_fits, build_timing
+    from .pricing import build_costs
+    from .reconcile import build_reconciliation
+    from .store import sql_text
+
+    reach = caching_reach_days(config)
+    assert reach is not None
+    con.execute("CREATE OR REPLACE TEMP TABLE incr_loads AS SELECT unnest(?::VARCHAR[]) AS load_id",
+                [p.new_loads.get("raw_calls", [])])
+    con.execute(_days_sql(reach))
+    days = [None if d == date(1, 1, 1) else d for (d,) in con.execute(
+        "SELECT dkey FROM incr_days ORDER BY dkey").fetchall()]
+    stage("settings", lambda: b._settings_table(con, config))
+    if days:
+        sql, params = b.workload_rules_sql(config.workloads)
+        sliced = {
+            "workloads rules": lambda: con.execute(sql, params),
+            "concurrency": lambda: con.execute(sql_text("call_concurrency")),
+            "latency": lambda: build_timing(con, config.latency, profile_only_rows=False),
+            "costs": lambda: build_costs(con, config.pricebook),
+        }
+        with Scratch(con) as s:
+            for name, fn in sliced.items():
+                s.inside()
+                stage(name, fn)
+                s.splice(SLICED[name])
+                if name == "costs":
+                    con.execute(DEPLOYMENT_OUTSIDE_SQL)
+                    con.execute(DEPLOYMENT_GAPS_SQL)
+            stage("latency profiles", lambda: add_profile_only_fits(con, config.latency))
+            stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
+            s.inside()
+            stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
+            s.splice(SLICED["caching reuse"])
+            stage("caching", lambda: build_caching(con, config.caching, "savings"))
+            s.inside()
+            stage("attribution", lambda: con.execute(sql_text("call_attribution")))
+            s.splice(SLICED["attribution"])
+            stage("workloads", lambda: con.execute(sql_text("workloads")))
+            s.inside()
+            stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
+            s.splice(SLICED["whatif"])
+    elif any(p.new_loads.values()):
+        stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
+    for t in ("incr_loads", "incr_touched", "incr_days", "incr_context_days", "incr_calls"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    return days

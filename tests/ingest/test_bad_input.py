@@ -1,0 +1,412 @@
+"""Bad input: each case names a way a file was lost, a good record was lost with a bad one, or the run stopped.
+
+Rules checked here (and over many mutants in tests/fuzz): a file that could not be read in full is
+`failed` or `partial` with its reason, never `empty` or `loaded`; one bad record is rejected alone; a
+truncated file keeps its whole records before the cut; a sniffer error fails that file only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+
+from phaselens.ingest.base import SourceFile
+from phaselens.ingest.registry import detect
+from phaselens.pipeline.load import ingest
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
+
+LITELLM = [json.loads(line) for line in (FIX / "gateways/litellm.spendlogs.jsonl").read_text().splitlines()
+           if line.strip().startswith("{") and line.strip().endswith("}")]
+
+
+def _write(tmp_path: Path, name: str, data: bytes | str) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data.encode() if isinstance(data, str) else data)
+    return p
+
+
+def _ledger(store, path: Path) -> dict:
+    row = store.execute(
+        "SELECT status, message, adapter, accepted, rejected, skipped FROM raw_loads WHERE file = ? "
+        "ORDER BY started_at DESC LIMIT 1", [str(path)]).fetchone()
+    assert row is not None, f"no ledger row for {path}"
+    return dict(zip(("status", "message", "adapter", "accepted", "rejected", "skipped"), row))
+
+
+def _rejects(store, path: Path) -> list[tuple[str, str]]:
+    return store.execute("SELECT reason, detail FROM raw_rejects WHERE locator LIKE ? || '%' ORDER BY locator",
+                         [str(path)]).fetchall()
+
+
+def _gzip_bytes(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
+
+
+def _litellm_lines(n: int) -> list[dict]:
+    out = []
+    for i in range(n):
+        rec = dict(LITELLM[0])
+        rec["request_id"] = f"req-{i}"
+        out.append(rec)
+    return out
+
+
+def _jsonl(records: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+# ------------------------------------------------------------------ silent loss
+
+
+def test_gzip_cut_to_its_header_fails_not_empty(store, tmp_path):
+    whole = _gzip_bytes((FIX / "gateways/litellm.spendlogs.jsonl").read_bytes())
+    p = _write(tmp_path, "cut.jsonl.gz", whole[:10])
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert led["status"] == "failed"
+    assert "gzip" in led["message"]
+
+
+def test_gzip_magic_then_garbage_fails_not_empty(store, tmp_path):
+    p = _write(tmp_path, "garbage.gz", b"\x1f\x8b\x08\x00" + b"this is not deflate data at all" * 10)
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert led["status"] == "failed"
+    assert "gzip" in led["message"]
+
+
+def test_gzip_with_an_empty_first_member_reads_the_rest(store, tmp_path):
+    body = _jsonl(_litellm_lines(3)).encode()
+    p = _write(tmp_path, "members.jsonl.gz", _gzip_bytes(b"") + _gzip_bytes(body))
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["accepted"]) == ("loaded", 3)
+
+
+def test_gzip_of_several_members_reads_them_all(store, tmp_path):
+    recs = _litellm_lines(4)
+    p = _write(tmp_path, "many.jsonl.gz", b"".join(_gzip_bytes(_jsonl([r]).encode()) for r in recs))
+    ingest(store, [p])
+    assert _ledger(store, p)["accepted"] == 4
+
+
+def test_gzip_cut_mid_stream_keeps_the_lines_before_and_is_partial(store, tmp_path):
+    body = _jsonl(_litellm_lines(400)).encode()
+    whole = _gzip_bytes(body)
+    p = _write(tmp_path, "cut.jsonl.gz", whole[: len(whole) * 2 // 3])
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert led["status"] == "partial"
+    assert "cut short" in led["message"]
+    assert 100 < led["accepted"] < 400
+
+
+def test_gzip_with_trailing_garbage_is_partial(store, tmp_path):
+    p = _write(tmp_path, "trail.jsonl.gz", _gzip_bytes(_jsonl(_litellm_lines(2)).encode()) + b"garbage after it")
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["accepted"]) == ("partial", 2)
+    assert "after the last gzip member" in led["message"]
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_more_than_256_kb_of_leading_blank_lines_still_loads(store, tmp_path, compress):
+    body = ("\n" * 300_000 + _jsonl(_litellm_lines(2))).encode()
+    p = _write(tmp_path, "blank.jsonl" + (".gz" if compress else ""), _gzip_bytes(body) if compress else body)
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["adapter"], led["accepted"]) == ("loaded", "litellm", 2)
+
+
+def test_a_file_of_blank_lines_only_is_empty(store, tmp_path):
+    p = _write(tmp_path, "blank.jsonl", "\n" * 300_000 + "  \r\n")
+    ingest(store, [p])
+    assert _ledger(store, p)["status"] == "empty"
+
+
+def test_a_token_count_that_is_an_object_is_rejected_not_dropped(store, tmp_path):
+    doc = json.loads((FIX / "billing/anthropic_usage.nested.json").read_text())
+    first = doc["data"][0]["results"][0]
+    first["cache_creation"]["ephemeral_5m_input_tokens"] = {"tokens": 42000}
+    p = _write(tmp_path, "anthropic_usage.json", json.dumps(doc))
+    ingest(store, [p])
+    rejects = _rejects(store, p)
+    assert [r for r, d in rejects if "ephemeral_5m_input_tokens" in d] == ["bad_number"]
+    assert _ledger(store, p)["accepted"] > 0
+
+
+# ------------------------------------------------------------------ one bad record fails a whole file
+
+
+@pytest.mark.parametrize("value", ["1e30", "1e308", "1e400", "-1e400"])
+def test_huge_token_count_rejects_one_call(store, tmp_path, value):
+    lines = [json.dumps(r) for r in _litellm_lines(3)]
+    lines[1] = lines[1].replace('"completion_tokens": 212', f'"completion_tokens": {value}', 1)
+    assert value in lines[1]
+    p = _write(tmp_path, "spend.jsonl", "\n".join(lines) + "\n")
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["accepted"], led["rejected"]) == ("loaded", 2, 1)
+
+
+@pytest.mark.parametrize("value", ["1e30", "1e308", "1e400"])
+def test_huge_cost_rejects_one_call(store, tmp_path, value):
+    lines = [json.dumps(r) for r in _litellm_lines(3)]
+    lines[1] = lines[1].replace('"spend": 0.0002916', f'"spend": {value}', 1)
+    assert value in lines[1]
+    p = _write(tmp_path, "spend.jsonl", "\n".join(lines) + "\n")
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["accepted"], led["rejected"]) == ("loaded", 2, 1)
+
+
+@pytest.mark.parametrize("value", ["1e30", "1e308", "1e400"])
+def test_huge_billing_numbers_reject_one_line(store, tmp_path, value):
+    lines = (FIX / "billing/openai_usage.pages.jsonl").read_text().splitlines()
+    clean = ingest(store, [_write(tmp_path, "clean.jsonl", "\n".join(lines) + "\n")]).files[0]
+    lines[0] = lines[0].replace('"output_tokens":300', f'"output_tokens":{value}', 1)
+    assert value in lines[0]
+    p = _write(tmp_path, "usage.jsonl", "\n".join(lines) + "\n")
+    r = ingest(store, [p]).files[0]
+    assert r.status == "loaded"
+    assert r.rejected == clean.rejected + 1  # the one result, whose lines are all kept back
+    assert 0 < r.accepted + r.duplicates < clean.accepted
+
+
+@pytest.mark.parametrize("value", ["1e30", "1e308"])
+def test_huge_cost_in_a_csv_rejects_one_row(store, tmp_path, value):
+    lines = (FIX / "billing/focus.llm_tokens.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    col = header.index("BilledCost")
+    import csv
+    import io
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    rows[1][col] = value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    p = _write(tmp_path, "focus.csv", buf.getvalue())
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert led["status"] == "loaded"
+    assert led["rejected"] >= 1 and led["accepted"] > 0
+
+
+def test_aiperf_empty_latency_rejects_or_keeps_one_record(store, tmp_path):
+    lines = (FIX / "bench/aiperf.profile_export.jsonl").read_text().splitlines()
+    clean = ingest(store, [_write(tmp_path, "clean.jsonl", "\n".join(lines) + "\n")]).files[0]
+    assert clean.accepted >= 2
+    rec = json.loads(lines[0])
+    rec["metrics"]["request_latency"]["value"] = ""
+    lines[0] = json.dumps(rec)
+    p = _write(tmp_path, "profile_export.jsonl", "\n".join(lines) + "\n")
+    r = ingest(store, [p], force=True).files[0]
+    assert r.status == "loaded", r.message
+    assert r.accepted + r.duplicates + r.rejected + r.skipped == len(lines)
+    assert r.accepted + r.duplicates >= clean.accepted - 1
+
+
+def test_aiperf_first_record_without_an_optional_key_is_still_aiperf(store, tmp_path):
+    lines = (FIX / "bench/aiperf.profile_export.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    del rec["error"]
+    lines[0] = json.dumps(rec)
+    p = _write(tmp_path, "profile_export.jsonl", "\n".join(lines) + "\n")
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["adapter"]) == ("loaded", "aiperf")
+
+
+def test_deep_nesting_in_one_json_line_rejects_that_line(store, tmp_path):
+    recs = _litellm_lines(3)
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = [json.dumps(recs[0]), json.dumps(recs[1])[:-1] + f', "metadata2": {deep}}}', json.dumps(recs[2])]
+    p = _write(tmp_path, "spend.jsonl", "\n".join(lines) + "\n")
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["accepted"], led["rejected"]) == ("loaded", 2, 1)
+
+
+def test_deep_nesting_in_one_billing_line_rejects_that_line(store, tmp_path):
+    lines = (FIX / "billing/openai_usage.pages.jsonl").read_text().splitlines()
+    clean = ingest(store, [_write(tmp_path, "clean.jsonl", "\n".join(lines) + "\n")]).files[0]
+    lines.insert(1, '{"object":"page","data":' + "[" * 100_000 + "]" * 100_000 + "}")
+    p = _write(tmp_path, "usage.jsonl", "\n".join(lines) + "\n")
+    r = ingest(store, [p]).files[0]
+    assert r.status == "loaded"
+    assert (r.accepted + r.duplicates, r.rejected) == (clean.accepted, clean.rejected + 1)
+
+
+@pytest.mark.parametrize("at", [0, 1])
+def test_one_non_json_line_in_billing_json_lines_rejects_that_line(store, tmp_path, at):
+    lines = (FIX / "billing/openai_usage.pages.jsonl").read_text().splitlines()
+    clean = ingest(store, [_write(tmp_path, "clean.jsonl", "\n".join(lines) + "\n")]).files[0]
+    clean_count, clean_rejected = clean.accepted, clean.rejected
+    lines.insert(at, '{"object":"page", this is not json')
+    p = _write(tmp_path, "usage.jsonl", "\n".join(lines) + "\n")
+    r = ingest(store, [p], force=True).files[0]
+    assert r.status == "loaded"
+    assert r.rejected == clean_rejected + 1
+    assert r.accepted + r.duplicates == clean_count
+
+
+def _cut_document(text: str, marker: str, occurrence: int) -> str:
+    """The text cut just after the `occurrence`-th `marker` (1-based)."""
+    pos = -1
+    for _ in range(occurrence):
+        pos = text.index(marker, pos + 1)
+    return text[: pos + len(marker)]
+
+
+@pytest.mark.parametrize("fixture,adapter,marker,whole_before", [
+    ("gateways/helicone.requests.json", "helicone", '"request_id"', 1),
+    ("gateways/langfuse.observations.json", "langfuse", '"traceId"', 1),
+])
+def test_truncated_gateway_export_keeps_the_records_before_the_cut(store, tmp_path, fixture, adapter, marker,
+                                                                    whole_before):
+    text = (FIX / fixture).read_text()
+    p = _write(tmp_path, Path(fixture).name, _cut_document(text, marker, whole_before + 1) + ' "abc')
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["adapter"]) == ("partial", adapter)
+    assert led["accepted"] + led["skipped"] == whole_before
+    assert any(r == "malformed_json" for r, _ in _rejects(store, p))
+
+
+def test_truncated_billing_document_keeps_the_whole_results_before_the_cut(store, tmp_path):
+    doc = json.loads((FIX / "billing/anthropic_usage.nested.json").read_text())
+    text = json.dumps(doc, indent=1)
+    p = _write(tmp_path, "anthropic_usage.json", _cut_document(text, '"output_tokens"', 2))
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["adapter"]) == ("partial", "anthropic_usage")
+    # the first result is whole (4 non-zero buckets), the second is cut and not kept in part
+    assert led["accepted"] == 4
+    assert store.execute("SELECT count(DISTINCT source_locator) FROM raw_billing_lines").fetchone()[0] == 1
+
+
+def test_truncated_vllm_bench_keeps_the_whole_requests(store, tmp_path):
+    doc = json.loads((FIX / "bench/vllm_bench.detailed.json").read_text())
+    n = len(doc["ttfts"])
+    text = json.dumps(doc)
+    # cut inside the last per-request list: every list but the last is whole
+    last_key = list(doc)[-1]
+    cut = text[: text.index(f'"{last_key}"') + len(last_key) + 4]
+    p = _write(tmp_path, "bench.json", cut)
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["adapter"]) == ("partial", "vllm_bench")
+    assert led["accepted"] + led["rejected"] >= 1
+    assert led["accepted"] <= n
+
+
+# ------------------------------------------------------------------ OTLP reading
+
+
+def _otlp_line() -> dict:
+    return json.loads((FIX / "otlp/openai_v2_default.jsonl").read_text().splitlines()[0])
+
+
+def _spans(batch: dict) -> list[dict]:
+    return [s for rs in batch["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
+def test_single_otlp_document_with_a_bom_loads(store, tmp_path):
+    raw = (FIX / "otlp/single_document.json").read_bytes()
+    ref = ingest(store, [_write(tmp_path, "ref.json", raw)]).files[0]
+    p = _write(tmp_path, "bom.json", b"\xef\xbb\xbf" + raw)
+    r = ingest(store, [p], force=True).files[0]
+    assert r.status == "loaded" and r.rejected == 0
+    assert r.accepted + r.duplicates == ref.accepted > 0
+
+
+def test_lone_surrogate_in_one_attribute_keeps_the_line_s_other_spans(store, tmp_path):
+    batch = _otlp_line()
+    n = len(_spans(batch))
+    text = json.dumps(batch)
+    # a lone surrogate in the value of the first span's first string attribute
+    text = text.replace('"stringValue": "', '"stringValue": "\\ud800', 1)
+    p = _write(tmp_path, "surrogate.jsonl", text + "\n")
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert led["status"] == "loaded"
+    assert led["accepted"] + led["skipped"] + led["rejected"] >= n
+    assert led["accepted"] >= 1
+    assert not [r for r, _ in _rejects(store, p) if r == "malformed_json"]
+
+
+@pytest.mark.parametrize("end", ['"garbage"', '"NaN"', '{"x": 1}', '"1e400"', "[1, 2]"])
+def test_otlp_garbage_end_time_is_rejected(store, tmp_path, end):
+    batch = _otlp_line()
+    span = next(s for s in _spans(batch) if any(a["key"].startswith("gen_ai.") for a in s.get("attributes", [])))
+    span["endTimeUnixNano"] = "__END__"
+    text = json.dumps(batch).replace('"__END__"', end)
+    p = _write(tmp_path, "end.jsonl", text + "\n")
+    ingest(store, [p])
+    reasons = [r for r, _ in _rejects(store, p)]
+    assert "bad_timestamp" in reasons
+    assert store.execute("SELECT count(*) FROM raw_calls WHERE span_id = ?", [span["spanId"].lower()]).fetchone()[0] == 0
+
+
+# ------------------------------------------------------------------ crashes that abort the run
+
+
+def test_cr_only_csv_is_read_like_its_lf_version(store, tmp_path):
+    text = (FIX / "billing/focus.llm_tokens.csv").read_text()
+    lf = ingest(store, [_write(tmp_path, "lf.csv", text)]).files[0]
+    p = _write(tmp_path, "cr.csv", text.replace("\r\n", "\n").replace("\n", "\r"))
+    cr = ingest(store, [p], force=True).files[0]
+    assert cr.status == "loaded", cr.message
+    assert cr.adapter == lf.adapter
+    assert cr.accepted + cr.duplicates == lf.accepted
+
+
+def test_sniffer_errors_fail_one_file_and_later_files_still_load(store, tmp_path):
+    bad = [
+        _write(tmp_path, "a_comma_cr.txt", b"a,b\rc,d\r\x00\x01"),
+        _write(tmp_path, "b_parquet.parquet", b"PAR1" + b"x,y\rz" * 50 + b"PAR1"),
+        _write(tmp_path, "c_deep.json", "[" * 200_000 + "]" * 200_000),
+        _write(tmp_path, "d_deep_obj.json", '{"a":' * 100_000 + "1" + "}" * 100_000),
+    ]
+    good = _write(tmp_path, "z_spend.jsonl", _jsonl(_litellm_lines(2)))
+    result = ingest(store, [tmp_path])
+    by_name = {Path(f.file).name: f for f in result.files}
+    for b in bad:
+        r = by_name[b.name]
+        assert r.status == "failed", (b.name, r.status, r.message)
+        assert b.name in r.message
+    assert by_name[good.name].status == "loaded" and by_name[good.name].accepted == 2
+
+
+def test_detect_wraps_a_sniffer_that_raises(tmp_path, monkeypatch):
+    from phaselens.ingest import registry
+    from phaselens.ingest.base import UnreadableFile
+
+    class Boom:
+        name, kind, priority = "boom", "calls", 0
+
+        def sniff(self, src):
+            raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(registry, "adapters", lambda: (Boom(),))
+    p = _write(tmp_path, "x.jsonl", "{}\n")
+    with pytest.raises(UnreadableFile) as e:
+        detect(SourceFile(p))
+    assert "boom" in str(e.value) and "x.jsonl" in str(e.value)
+
+
+def test_partial_status_is_documented():
+    ops = (Path(__file__).resolve().parents[2] / "docs/operations.md").read_text()
+    assert "`partial`" in ops
+
+
+def test_an_empty_but_complete_gzip_is_empty(tmp_path):
+    # an empty but complete gzip is empty; the same stream without its trailer is cut
+    whole = _gzip_bytes(b"")
+    assert zlib.decompress(whole, 16 + zlib.MAX_WBITS) == b""
+    assert SourceFile(_write(tmp_path, "e.gz", whole)).is_empty

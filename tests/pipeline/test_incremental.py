@@ -1,0 +1,204 @@
+"""Incremental build = full build: random sequences of loads built day by day give the store a full build gives.
+
+The loads are slices of the bundled sample day (its traces and billing exports, ingested once), moved to other
+UTC days and hours: new days, late data for old days, files loaded twice, billing after the traces, calls that
+cross midnight. After every sequence each built table (and the views over them) of the incrementally built
+store is compared with a full build of the same raw rows: the same rows, exact decimals, integers and text;
+floats equal to 1e-9 relative (DuckDB's parallel sums do not fix their order, not even between two full builds).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from phaselens.models.config import load_config
+from phaselens.pipeline.build import build
+from phaselens.pipeline.load import ingest
+from phaselens.pipeline.store import connect
+
+
+SAMPLE_LOGS = Path(__file__).resolve().parents[2] / "sample_logs"
+SEQUENCES = 50
+BUCKETS = 4            # a sample-day slice: one of this many hash buckets of the day's calls
+SLICE_SHARE = 0.02     # of the sample day's calls, what the template keeps (a few hundred calls)
+NOT_COMPARED = {"raw_calls", "raw_billing_lines", "raw_rejects", "raw_loads", "phaselens_meta", "build_state",
+                "build_loads", "run_files", "template_calls", "template_billing"}
+VIEWS = ("requests", "workloads", "invoice_costs")
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A store holding a small share of the sample day's calls and all its billing lines, as templates."""
+    path = tmp_path_factory.mktemp("incr") / "template.duckdb"
+    con = connect(path)
+    ingest(con, [SAMPLE_LOGS / "traces", SAMPLE_LOGS / "billing"])
+    con.execute(f"CREATE TABLE template_calls AS SELECT * FROM raw_calls "
+                f"WHERE hash(call_id) % 10000 < {round(SLICE_SHARE * 10000)}")
+    con.execute("CREATE TABLE template_billing AS SELECT * FROM raw_billing_lines")
+    con.execute("DELETE FROM raw_calls; DELETE FROM raw_billing_lines")
+    n = con.execute("SELECT count(*) FROM template_calls").fetchone()[0]
+    assert n > 100, n
+    con.close()
+    return path
+
+
+def _load_calls(con, load_id: str, day: int, hours: int, bucket: int) -> None:
+    """A file of calls: one bucket of the template moved `day` days and `hours` hours (ids follow the move, so
+    the same move and bucket again is a duplicate file: nothing new is stored, as the loader does)."""
+    shift = f"INTERVAL {day} DAY + INTERVAL {hours} HOUR"
+    con.execute(
+        f"""
+        INSERT INTO raw_calls
+        SELECT * REPLACE (
+          call_id || ':' || {day} || ':' || {hours} AS call_id, $load AS load_id,
+          started_at + {shift} AS started_at, first_token_at + {shift} AS first_token_at, ended_at + {shift} AS ended_at)
+        FROM template_calls t
+        WHERE hash(t.call_id) % {BUCKETS} = {bucket}
+          AND NOT EXISTS (SELECT 1 FROM raw_calls r WHERE r.call_id = t.call_id || ':' || {day} || ':' || {hours})
+        """,
+        {"load": load_id},
+    )
+
+
+def _load_billing(con, load_id: str, day: int) -> None:
+    """A billing export of the sample day's lines moved `day` days."""
+    con.execute(
+        f"""
+        INSERT INTO raw_billing_lines
+        SELECT * REPLACE (billing_line_id || ':' || {day} AS billing_line_id, $load AS load_id,
+                          period_start + INTERVAL {day} DAY AS period_start, period_end + INTERVAL {day} DAY AS period_end)
+        FROM template_billing t
+        WHERE NOT EXISTS (SELECT 1 FROM raw_billing_lines r WHERE r.billing_line_id = t.billing_line_id || ':' || {day})
+        """,
+        {"load": load_id},
+    )
+
+
+def _sequence(rng: random.Random) -> list[tuple]:
+    """Loads in arrival order: ('calls', day, hours, bucket) or ('billing', day), with builds in between."""
+    steps: list[tuple] = []
+    days = sorted(rng.sample(range(0, 6), rng.randint(1, 3)))
+    for i, d in enumerate(days):
+        for _ in range(rng.randint(1, 2)):
+            steps.append(("calls", d, rng.choice([0, 0, 6, 20]), rng.randrange(BUCKETS)))
+        if rng.random() < 0.5:
+            steps.append(("build",))
+    if rng.random() < 0.6:  # late data for an old day
+        steps.append(("calls", rng.choice(days), rng.choice([0, 12]), rng.randrange(BUCKETS)))
+    if rng.random() < 0.4:  # the same file again
+        steps.append(rng.choice([s for s in steps if s[0] == "calls"]))
+    if rng.random() < 0.5:  # billing after the traces
+        steps.append(("build",))
+        steps.append(("billing", rng.choice(days)))
+    if rng.random() < 0.3:  # files arrive out of order
+        middle = steps[1:-1]
+        rng.shuffle(middle)
+        steps[1:-1] = middle
+    return steps
+
+
+def _snapshot(con) -> dict[str, list[tuple]]:
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND NOT temporary ORDER BY 1").fetchall()]
+    out = {}
+    for t in [*(t for t in tables if t not in NOT_COMPARED), *VIEWS]:
+        out[t] = con.execute(f'SELECT * FROM "{t}" ORDER BY ALL').fetchall()
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def _diff(incr: dict, full: dict) -> list[str]:
+    problems = [f"{t}: only in one store" for t in sorted(set(incr) ^ set(full))]
+    for t in sorted(set(incr) & set(full)):
+        a, b = incr[t], full[t]
+        if len(a) != len(b):
+            problems.append(f"{t}: {len(a)} rows incremental vs {len(b)} full")
+            continue
+        bad = [(x, y) for x, y in zip(a, b) if not _same(x, y)]
+        if bad:
+            problems.append(f"{t}: {len(bad)} rows differ, first: {bad[0][0]!r} vs {bad[0][1]!r}")
+    return problems
+
+
+CONFIGS = {"demo": SAMPLE_LOGS / "phaselens.toml", "default": None}
+BASE_DAY = 2
+
+
+@pytest.fixture(scope="module")
+def bases(template, tmp_path_factory):
+    """Per configuration, a store already built once (fully) with one slice on day BASE_DAY."""
+    out = {}
+    for name, path in CONFIGS.items():
+        db = tmp_path_factory.mktemp("base") / f"{name}.duckdb"
+        db.write_bytes(template.read_bytes())
+        con = connect(db)
+        _load_calls(con, "L-base", BASE_DAY, 0, 0)
+        first = build(con, load_config(path))
+        assert first.full and first.reason == "no earlier build"
+        con.close()
+        out[name] = db
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(SEQUENCES))
+def test_incremental_build_equals_full_build(bases, tmp_path, seed):
+    rng = random.Random(seed)
+    name = "demo" if seed % 2 == 0 else "default"
+    cfg = load_config(CONFIGS[name])
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(bases[name].read_bytes())
+    con = connect(db)
+    steps = _sequence(rng)
+    results = []
+    for i, step in enumerate(steps):
+        if step[0] == "calls":
+            _load_calls(con, f"L{i}", *step[1:])
+        elif step[0] == "billing":
+            _load_billing(con, f"L{i}", step[1])
+        else:
+            results.append(build(con, cfg))
+    results.append(build(con, cfg))
+    assert not any(r.full for r in results), (steps, [r.reason for r in results])
+    incr = _snapshot(con)
+    full = build(con, cfg, full=True)
+    assert full.full
+    problems = _diff(incr, _snapshot(con))
+    assert not problems, f"steps {steps}:\n" + "\n".join(problems)
+
+
+def test_a_build_reports_the_days_it_recomputed(template, tmp_path):
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(template.read_bytes())
+    con = connect(db)
+    cfg = load_config(None)
+    _load_calls(con, "A", 0, 0, 0)
+    first = build(con, cfg)
+    assert first.full and first.reason == "no earlier build"
+    _load_calls(con, "B", 10, 0, 1)
+    second = build(con, cfg)
+    assert not second.full and second.new_loads == 1
+    base = min(d for d in second.days_rebuilt if d is not None)
+    # day 10 of the template, widened by the one-day caching reach either side (and nothing of day 0)
+    assert 3 <= len(second.days_rebuilt) <= 4 and all(0 <= (d - base).days <= 3 for d in second.days_rebuilt)
+    again = build(con, cfg)
+    assert not again.full and again.days_rebuilt == [] and again.new_loads == 0
+    changed = cfg.model_copy(update={"whatif": cfg.whatif.model_copy(update={"sample_calls_per_day": 7})})
+    assert build(con, changed).full
+    assert build(con, changed, full=True).reason == "--full asked for"
