@@ -132,12 +132,18 @@ def text_col(label: str, help: str | None = None, width=None):
 
 
 def in_ms(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    """A copy of `df` with the named seconds columns in milliseconds."""
+    """A copy of `df` with the named seconds columns in milliseconds, each renamed for its unit (`itl_p50_s` ->
+    `itl_p50_ms`; a name without `_s` gets `_ms` added)."""
     out = df.copy()
     for c in columns:
         if c in out.columns:
-            out[c] = pd.to_numeric(out[c], errors="coerce").astype(float) * 1000
+            out[ms_name(c)] = pd.to_numeric(out[c], errors="coerce").astype(float) * 1000
     return out
+
+
+def ms_name(column: str) -> str:
+    """The name `in_ms` gives a seconds column converted to milliseconds."""
+    return (column.removesuffix("_s") if column.endswith("_s") else column) + "_ms"
 
 
 TABLE_WIDTH_PX = 960  # the page's content width at 1440 px with the sidebar open

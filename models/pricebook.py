@@ -37,7 +37,7 @@ UsdPerMillion = Annotated[Decimal, Field(ge=0, decimal_places=12, description="U
 # Fix hints for the pydantic error types a price book author meets most often.
 _FIXES: dict[str, str] = {
     "missing": "add the field",
-    "extra_forbidden": "remove the field or correct its spelling (see docs/pricebook.md for the allowed fields)",
+    "extra_forbidden": "remove the field or correct its spelling (see {doc} for the allowed fields)",
     "decimal_parsing": "write a plain number such as 2.49",
     "decimal_type": "write a plain number such as 2.49",
     "decimal_max_places": "use at most 12 decimal places",
@@ -264,6 +264,16 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+def _section_doc(model: type[BaseModel], loc: tuple, doc: str) -> str:
+    """The doc that describes the field at `loc`: a section's own doc (its description names `docs/....md`),
+    else `doc`, the file's."""
+    if loc and str(loc[0]) in ("prices", "deployments"):
+        return "docs/pricebook.md"
+    field = model.model_fields.get(str(loc[0])) if loc else None
+    found = re.search(r"docs/[\w-]+\.md", (field.description or "") if field else "")
+    return found.group(0) if found else doc
+
+
 def load_validated(path: Path | str, model: type[BaseModel], what: str, doc: str) -> Any:
     """Read a TOML or YAML file into `model`; errors name the file, the field path and the fix."""
     path = Path(path)
@@ -274,7 +284,8 @@ def load_validated(path: Path | str, model: type[BaseModel], what: str, doc: str
         lines, fixes = [], []
         for err in e.errors():
             lines.append(f"{path}: {_field_path(err['loc'])}: {err['msg']}")
-            fixes.append(_FIXES.get(err["type"], f"see {doc}"))
+            where = _section_doc(model, err["loc"], doc)
+            fixes.append(_FIXES.get(err["type"], "see {doc}").format(doc=where))
         raise ConfigError(f"invalid {what}\n  " + "\n  ".join(lines), "; ".join(dict.fromkeys(fixes))) from e
 
 

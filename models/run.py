@@ -22,7 +22,8 @@ REPORT_FORMATS: tuple[str, ...] = ("html", "md", "json", "csv", "parquet")
 PERIOD_HELP = (
     "previous_day (alias yesterday), previous_week (ISO, Monday to Monday), previous_month, "
     "last_<N>h / last_<N>d (ending at the current whole hour), latest_day / latest_week (the last UTC day or "
-    "ISO week holding a call), a UTC day 2026-11-16, an ISO week 2026-W47, a month 2026-11, or START..END "
+    "ISO week holding a call), latest_complete_day (the last UTC day the calls run past; the default of "
+    "`phaselens report`), a UTC day 2026-11-16, an ISO week 2026-W47, a month 2026-11, or START..END "
     "(dates or ISO times, END exclusive)"
 )
 
@@ -86,8 +87,10 @@ def _when(text: str) -> datetime:
     return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
 
 
-def resolve_period(spec: str, now: datetime, latest: datetime | None = None) -> Period:
-    """The Period a spec names, relative to `now` (naive UTC) or, for `latest_*`, to the last call time `latest`."""
+def resolve_period(spec: str, now: datetime, latest: datetime | None = None, first: datetime | None = None) -> Period:
+    """The Period a spec names, relative to `now` (naive UTC) or, for `latest_*`, to the last call time `latest`
+    (`latest_complete_day`: the day before the last call's day, when calls began before that day; else the only
+    day there is)."""
     key = spec.strip().lower()
     if not key[:1].isdigit():
         key = key.replace("-", "_")  # last-7d and last_7d alike
@@ -101,6 +104,13 @@ def resolve_period(spec: str, now: datetime, latest: datetime | None = None) -> 
     if key == "previous_month":
         first = today.replace(day=1)
         return Period((first - _DAY).replace(day=1), first)
+    if key == "latest_complete_day":
+        if latest is None:
+            raise ValueError(f"{spec!r} needs calls in the store, and there are none")
+        day = _floor_day(latest)
+        if first is not None and first < day:
+            return Period(day - _DAY, day)
+        return Period(day, day + _DAY)  # one day of calls: the day so far
     if key in ("latest_day", "latest_week"):
         if latest is None:
             raise ValueError(f"{spec!r} needs calls in the store, and there are none")

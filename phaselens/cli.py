@@ -30,9 +30,9 @@ ConfigOpt = Annotated[
     Optional[Path],
     typer.Option("--config", help="Configuration (TOML/YAML): price book, workload rules; default $PHASELENS_CONFIG."),
 ]
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
-SinceOpt = Annotated[Optional[datetime], typer.Option("--since", help="Only calls started at or after (UTC).")]
-UntilOpt = Annotated[Optional[datetime], typer.Option("--until", help="Only calls started before (UTC).")]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table for people; json and csv for programs (money as exact decimal strings in USD, counts as integers; docs/cli.md).")]
+SinceOpt = Annotated[Optional[datetime], typer.Option("--since", help="Only calls started at or after (UTC). Default: the first call.")]
+UntilOpt = Annotated[Optional[datetime], typer.Option("--until", help="Only calls started before (UTC). Default: after the last call.")]
 
 
 
@@ -80,7 +80,8 @@ def ingest(
     db: DbOpt = None,
     force: Annotated[bool, typer.Option(help="Read files again even when their content was loaded before.")] = False,
     fx: Annotated[
-        Optional[list[str]], typer.Option(help="Exchange rate for a billing currency, as CUR=USD_PER_UNIT, e.g. EUR=1.08.")
+        Optional[list[str]], typer.Option(help="Exchange rate for a billing currency, as CUR=USD_PER_UNIT, e.g. "
+                                          "EUR=1.08 (repeatable). Default: none (no rate is ever assumed).")
     ] = None,
     keep_attribute: Annotated[
         Optional[list[str]],
@@ -124,6 +125,13 @@ def ingest(
         _publish(con, db, days=loaded_days(con, [f.load_id for f in result.files if f.accepted]), since=since)
     except PhaselensError as e:
         _fail(e, 2)
+    if not result.files:  # nothing to read is said plainly, and is not a success
+        skipped = (f": it holds only {len(result.not_data):,} code, docs or config file(s) (e.g. "
+                   f"{result.not_data[0].name}), which are skipped" if result.not_data else ": it is empty")
+        _err(f"Error: no data file found in {', '.join(paths)}{skipped}.")
+        _err("  fix: point at trace, gateway-log, benchmark or billing files (.json, .jsonl, .csv, .parquet, "
+             "optionally .gz), or a folder holding them")
+        raise typer.Exit(1)
     cols = ["file", "status", "adapter", "accepted", "duplicates", "rejected", "skipped", "seconds", "message"]
     rows = [(f.file, f.status, f.adapter, f.accepted, f.duplicates, f.rejected, f.skipped, round(f.seconds, 3), f.message)
             for f in result.files]
@@ -144,7 +152,7 @@ def ingest(
 @app.command()
 def rejects(
     db: DbOpt = None,
-    reason: Annotated[Optional[str], typer.Option(help="Only this reason, e.g. malformed_json.")] = None,
+    reason: Annotated[Optional[str], typer.Option(help="Only this reason, e.g. malformed_json. Default: every reason.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many rows (0 = all).")] = 50,
     summary: Annotated[bool, typer.Option(help="Counts per source and reason instead of rows.")] = False,
     fmt: FormatOpt = Format.table,
@@ -170,7 +178,7 @@ def rejects(
 @app.command()
 def loads(
     db: DbOpt = None, limit: Annotated[int, typer.Option(help="Most recent N files.")] = 50, fmt: FormatOpt = Format.table,
-    gaps: Annotated[bool, typer.Option("--gaps", help="Per source: what its instrumentation does not record.")] = False,
+    gaps: Annotated[bool, typer.Option("--gaps", help="Per source: what its instrumentation does not record. Default: off (the ledger of files).")] = False,
 ) -> None:
     """Show the ingest ledger: each file per run with its counts and status; --gaps: what each source loses.
 
@@ -206,7 +214,7 @@ def loads(
 def build(
     db: DbOpt = None,
     config: ConfigOpt = None,
-    full: Annotated[bool, typer.Option("--full", help="Re-derive every day, not only those new loads touched.")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Re-derive every day, not only those new loads touched. Default: off (incremental).")] = False,
 ) -> None:
     """Derive timing, costs, workloads and rollups from what is loaded; safe to run again.
 
@@ -271,7 +279,7 @@ def _need_build(con) -> None:
 @app.command()
 def workloads(
     db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
-    all_columns: Annotated[bool, typer.Option("--all", help="Every column of the view (json/csv always have all).")] = False,
+    all_columns: Annotated[bool, typer.Option("--all", help="Every column of the view (json/csv always have all). Default: off (the headline columns).")] = False,
 ) -> None:
     """Per workload: the phase that dominates time and money, its shape, and a diagnosis and lever for each.
 
@@ -373,7 +381,7 @@ def whatif(
 @app.command()
 def reconcile(
     db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
-    all_columns: Annotated[bool, typer.Option("--all", help="Every column (json/csv always have all).")] = False,
+    all_columns: Annotated[bool, typer.Option("--all", help="Every column (json/csv always have all). Default: off (the headline columns).")] = False,
     fail_on_gap: Annotated[bool, typer.Option(help="Exit 1 when any cell is not ok (for scheduled checks).")] = False,
 ) -> None:
     """Billed vs trace-estimated tokens and cost per provider, model, day and token type, with the cause of each gap.
@@ -406,7 +414,7 @@ def collect(
     host: Annotated[str, typer.Option(help="Address to bind; 127.0.0.1 keeps it on this machine.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (4318 is the OTLP/HTTP default).")] = 4318,
     token: Annotated[
-        Optional[str], typer.Option(envvar="PHASELENS_COLLECT_TOKEN", show_envvar=True, help="Require `Authorization: Bearer TOKEN`.")
+        Optional[str], typer.Option(envvar="PHASELENS_COLLECT_TOKEN", show_envvar=True, help="Require `Authorization: Bearer TOKEN`. Default: none (no token asked; loopback only by default).")
     ] = None,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body, before and after decompression.")] = 20 * 1024 * 1024,
     flush_seconds: Annotated[float, typer.Option(help="Load spooled spans into the store this often.")] = 2.0,
@@ -452,7 +460,9 @@ def run(
 def report(
     db: DbOpt = None,
     period: Annotated[
-        Optional[str], typer.Option(help="previous_day, previous_week, last_7d, 2026-11-16, 2026-W47, 2026-11, START..END")
+        Optional[str], typer.Option(help="previous_day, previous_week, last_7d, latest_day, 2026-11-16, 2026-W47, 2026-11, "
+                                         "START..END. Default: the last complete UTC day (the last day the calls "
+                                         "run past), never a partial last day.")
     ] = None,
     since: SinceOpt = None, until: UntilOpt = None,
     out: Annotated[Optional[Path], typer.Option(help="Folder for the report; default reports/<period>.")] = None,
@@ -469,6 +479,8 @@ def report(
         con = _open(db, read_only=True)
         _need_build(con)
         p = report_period(con, period, since, until)
+        if period is None and since is None and until is None:
+            _err(f"period: {p.label} (the last complete UTC day in the store; --period chooses another)")
         files = write_report(con, p.start, p.end, out or Path("reports") / p.label, formats)
     except PhaselensError as e:
         _fail(e)
@@ -527,7 +539,7 @@ def demo(
     db: Annotated[Path, typer.Option("--db", help="Store file for the demo.")] = Path("phaselens-demo.duckdb"),
     port: Annotated[int, typer.Option(help="Dashboard port.")] = 8501,
     headless: Annotated[bool, typer.Option(help="Do not open a browser.")] = False,
-    no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="Ingest and build only.")] = False,
+    no_dashboard: Annotated[bool, typer.Option("--no-dashboard", help="Ingest and build only. Default: off (the dashboard opens).")] = False,
 ) -> None:
     """Ingest the bundled sample day, build the store and open the dashboard.
 

@@ -428,10 +428,10 @@ def report_period(
         raise PhaselensError("--period and --since/--until exclude each other", "give one or the other")
     first, last = con.execute("SELECT min(started_at), max(started_at) FROM raw_calls").fetchall()[0]
     if period is None and since is None and until is None:
-        period = "latest_day"
+        period = "latest_complete_day"  # never a partial last day by default
     if period is not None:
         try:
-            return resolve_period(period, now or datetime.now(UTC).replace(tzinfo=None), latest=last)
+            return resolve_period(period, now or datetime.now(UTC).replace(tzinfo=None), latest=last, first=first)
         except ValueError as e:
             raise PhaselensError(str(e), "see `phaselens report --help` for the period forms") from None
     start = since or first

@@ -97,15 +97,16 @@ if not no_calls(ctx):
     fits = queries.load_table(ctx.snapshot, "latency_fits")
     if len(fits):
         st.markdown("**Fitted latency models** (per provider/model; they estimate the split where traces lack it)")
-        fits = in_ms(fits, "ttft_intercept_s", "decode_s_per_output_token")
+        fits = in_ms(fits, "ttft_intercept_s")
+        fits["decode_ms_per_token"] = pd.to_numeric(fits["decode_s_per_output_token"], errors="coerce") * 1000
         fits["model"] = fits["provider"] + "/" + fits["model"]
         fits["ttft_ms_per_1k"] = pd.to_numeric(fits["ttft_s_per_uncached_token"], errors="coerce") * 1e6
         table(fits, {
             "model": "Provider/model", "method": "Method",
             "n_fit": count_col("Fitted on (calls)", help="Calls the model was fitted on; more were held out to test it."),
-            "ttft_intercept_s": ms_col("TTFT base (ms)"),
+            "ttft_intercept_ms": ms_col("TTFT base (ms)"),
             "ttft_ms_per_1k": ms_col("TTFT per 1k input (ms)", help="Per 1,000 uncached input tokens."),
-            "decode_s_per_output_token": ms_col("Decode per token (ms)"),
+            "decode_ms_per_token": ms_col("Decode per token (ms)"),
             "holdout_mape_ttft": pct_col("Error TTFT", help="Mean absolute percentage error on held-out calls."),
             "holdout_mape_decode": pct_col("Error decode", help="Mean absolute percentage error on held-out calls."),
         })

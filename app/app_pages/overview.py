@@ -65,5 +65,5 @@ if not no_calls(ctx):
         "prefill_time_share": pct_col("Prefill: time", help="Prefill share of the time of calls with both phases timed."),
         "prefill_cost_share": pct_col("Prefill: cost", help="Input-side (prefill) share of the cost."),
         "ttft_p95_s": seconds_col("TTFT p95 (s)"),
-        "itl_p50_s": ms_col("ITL p50 (ms)"),
+        "itl_p50_ms": ms_col("ITL p50 (ms)"),
     })

@@ -100,7 +100,8 @@ if not no_calls(ctx):
         if isinstance(row.get("cost_diagnosis"), str):
             st.text(f"Money: {row['cost_diagnosis']}")
             st.success(f"Lever for money: {md_text(row['cost_lever'])}")
-        st.caption(f"Shape: {words(text_or_dash(row['shape_class']))}; cause: {words(text_or_dash(row['cause']))}. Median {count(row['input_tokens_p50'])} input "
+        st.caption(f"Shape: {words(text_or_dash(row['shape_class']))}; cause: {words(text_or_dash(row['cause']))}. "
+                   f"Median {count(row['input_tokens_p50'])} input "
                    f"and {count(row['output_tokens_p50'])} output tokens per call. The diagnosis covers the whole store.")
     else:
         empty_state("No diagnosis for this workload yet.", f"Run `phaselens build --db {ctx.db}` to derive it.")
@@ -112,7 +113,7 @@ if not no_calls(ctx):
     for col, metric, title in [(c[0], "ttft_s", "TTFT (s, log)"), (c[1], "itl_s", "ITL (ms per output token, log)")]:
         d = queries.load_distribution(ctx.snapshot, f, metric)
         if metric == "itl_s":
-            d = in_ms(d, "lower_value", "upper_value")
+            d = d.assign(lower_value=d["lower_value"] * 1000, upper_value=d["upper_value"] * 1000)
         with col:
             st.markdown(f"**{title.split(' (')[0]}**")
             if d.empty:
@@ -153,10 +154,10 @@ if not no_calls(ctx):
         "model": "Provider/model",
         "input_tokens": count_col("Input (tokens)"), "output_tokens": count_col("Output (tokens)"),
         "cache_read_tokens": count_col("Cached (tokens)", help="Input tokens read from the provider's cache."),
-        "ttft_s": seconds_col("TTFT (s)"), "itl_s": ms_col("ITL (ms)"), "e2e_s": seconds_col("e2e (s)"),
+        "ttft_s": seconds_col("TTFT (s)"), "itl_ms": ms_col("ITL (ms)"), "e2e_s": seconds_col("e2e (s)"),
         "cost_usd": usd_col("Cost (USD)"),
     })
     with st.expander("Where each call came from"):
         table(sample, {"started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
-                       "status": "Status", "team": "Team", "timing_source": "Timing", "call_id": "Call id", "source": "Source",
-                       "source_locator": "File and record"})
+                       "status": "Status", "team": "Team", "timing_source": "Timing", "call_id": "Call id",
+                       "source": "Source", "source_locator": "File and record"})
