@@ -20,6 +20,7 @@ from decimal import Decimal
 import duckdb
 
 from phaselens.models.caching import CachingSettings
+from phaselens.models.vocabulary import default_workload_sql
 
 from .errors import PhaselensError
 from .store import sql_text, transaction
@@ -27,7 +28,7 @@ from .store import sql_text, transaction
 WRITE_5M_MAX_S = 300
 """Lifetimes up to this many seconds pay the 5-minute cache-write price; longer ones the 1-hour price."""
 
-DEFAULT_WORKLOAD_SQL = "coalesce(nullif(c.workload_hint, ''), nullif(c.service, ''), 'unassigned')"
+DEFAULT_WORKLOAD_SQL = default_workload_sql("c.workload_hint", "c.service")
 """The workload of a call when the build made no `call_workload` (the default workload rule)."""
 
 # caching_fits column <- latency_fits column (the prefill terms of docs/latency.md); a missing one is NULL,

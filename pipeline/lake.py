@@ -59,3 +59,116 @@ def read_relation_sql(lake: str, rel: str) -> str:
     if RAW_RELATIONS.get(rel) is None:
         return f"SELECT * FROM read_parquet({path})"
     return f"SELECT * EXCLUDE (day) FROM read_parquet({path}, hive_partitioning = true)"
+
+
+# --- relations built on another engine (`phaselens build --engine spark`) -------------------------------
+
+BUILT_DIR = "built"
+"""``<lake>/built/<relation>/*.parquet``: every relation the build keeps, one folder each."""
+CATALOG_DIR = "_catalog"
+"""``<lake>/built/_catalog/*.parquet``: (seq, kind, name, text) rows: the relations written
+(kind ``relation``), the DuckDB views and macros over them in creation order (``sql``), and the
+build's metadata (``meta``: built_at, engine). A DuckDB reader replays it (``open_lake``)."""
+
+
+def lake_path(lake: str, *parts: str) -> str:
+    return "/".join([_root(lake), *parts])
+
+
+def _raw_arrow_schema(rel: str):
+    """The store's Arrow schema of a raw relation (for a lake folder with no files yet)."""
+    from .store import ensure_schema
+
+    con = duckdb.connect()
+    try:
+        ensure_schema(con)
+        return con.execute(f"SELECT * FROM {rel} LIMIT 0").to_arrow_table().schema
+    finally:
+        con.close()
+
+
+def read_relation_spark(spark, lake: str, rel: str):
+    """A Spark DataFrame over one raw lake relation, with the store's columns only, in the store's order."""
+    path = lake_path(lake, rel)
+    names = _raw_arrow_schema(rel).names
+    try:
+        df = spark.read.option("basePath", path).parquet(path)
+    except Exception as e:  # an empty partitioned relation has no files to infer a schema from
+        if "UNABLE_TO_INFER_SCHEMA" not in str(e) and "PATH_NOT_FOUND" not in str(e):
+            raise
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return spark.createDataFrame([], from_arrow_schema(_raw_arrow_schema(rel)))
+    return df.select(*[f"`{n}`" for n in names])
+
+
+def catalog_db_path(lake: str) -> Path:
+    """The DuckDB file of views over a lake: inside a local lake, else in ./.phaselens-lakes/."""
+    root = _root(lake)
+    if "://" in root:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in root)
+        folder = Path(".phaselens-lakes")
+        folder.mkdir(exist_ok=True)
+        return folder / f"{safe}.duckdb"
+    return Path(root) / "phaselens-lake.duckdb"
+
+
+def open_lake(lake: str) -> tuple[duckdb.DuckDBPyConnection, Path]:
+    """A DuckDB connection whose relations are views over the lake, as a built store has them.
+
+    The raw relations, every relation the build wrote, and then the build's own views and
+    macros (``requests``, ``workloads``, ``workload_stats``, ...) replayed from the catalog, so every
+    reader (``workloads``, ``report``, ``publish``, the dashboard's snapshot) runs unchanged. The
+    views live in a small DuckDB file (``catalog_db_path``), rewritten on every open; the data
+    stays in the lake. Returns the connection and that file's path (publish writes its snapshots
+    next to it, which is where ``phaselens dashboard --lake`` looks).
+    """
+    import os
+
+    from phaselens.ingest.normalize import sql_macros
+
+    from .errors import StoreError
+    from .store import META_DDL
+
+    root = _root(lake)
+    if "://" not in root and not (Path(root) / "raw_calls").exists():
+        raise StoreError(f"no lake at {lake}", "write one with `phaselens export --db FILE --lake DIR`")
+    path = catalog_db_path(lake)
+    tmp = path.with_name(path.name + ".tmp")
+    for p in (tmp, tmp.with_name(tmp.name + ".wal")):
+        if p.exists():
+            p.unlink()
+    con = duckdb.connect(str(tmp))
+    try:
+        for stmt in sql_macros():
+            con.execute(stmt)
+        con.execute(META_DDL)
+        for rel in RAW_RELATIONS:
+            con.execute(f"CREATE VIEW {rel} AS {read_relation_sql(lake, rel)}")
+        catalog = lake_path(lake, BUILT_DIR, CATALOG_DIR)
+        rows: list[tuple[str, str, str]] = []
+        if "://" in root or Path(catalog).exists():
+            try:
+                rows = con.execute(f"SELECT kind, name, text FROM read_parquet({_q(catalog + '/*.parquet')}) "
+                                   "ORDER BY seq").fetchall()
+            except duckdb.IOException:
+                rows = []
+        for kind, name, text in rows:
+            if kind == "relation":
+                con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet('
+                            f'{_q(lake_path(lake, BUILT_DIR, name) + "/*.parquet")})')
+            elif kind == "meta":
+                con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES (?, ?)", [name, text])
+        for kind, name, text in rows:
+            if kind == "sql":
+                con.execute(text)
+        con.execute("CHECKPOINT")
+        con.close()
+        os.replace(tmp, path)
+    except BaseException:
+        con.close()
+        raise
+    con = duckdb.connect(str(path))
+    for stmt in sql_macros():
+        con.execute(stmt)
+    return con, path

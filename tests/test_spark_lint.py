@@ -11,21 +11,8 @@ from phaselens.pipeline.transpile import lint, to_spark  # noqa: E402
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "pipeline" / "sql"
 
-# file -> rules it still breaks (see pipeline/transpile.py for each rule)
-NOT_YET_PORTABLE = {
-    "caching_blocks.sql": {"lambda", "length"},
-    "caching_calls.sql": {"length"},
-    "latency_calls.sql": {"slice"},
-    "reconciliation.sql": {"macro"},
-    "rollup_macros.sql": {"macro"},
-    "rollup_macros_billing.sql": {"macro"},
-    "rollup_macros_caching.sql": {"macro"},
-    "rollup_sample.sql": {"unsupported"},
-    "sketch_macros.sql": {"macro"},  # the percentile sketch, shared by the rollups and workloads.sql
-    "source_gaps.sql": {"lambda"},
-    "whatif_calls.sql": {"unsupported"},  # three-argument min_by
-    "workloads.sql": {"macro"},
-}
+# file -> rules it still breaks (see pipeline/transpile.py for each rule); empty: every file ports
+NOT_YET_PORTABLE: dict[str, set[str]] = {}
 
 FILES = sorted(p.name for p in SQL_DIR.glob("*.sql"))
 
@@ -56,6 +43,41 @@ def test_hugeint_becomes_decimal38():
     assert "DECIMAL(38, 0)" in to_spark("SELECT CAST(a AS HUGEINT) FROM t")[0]
 
 
-def test_macros_and_slices_are_flagged():
-    assert {f.rule for f in lint("CREATE OR REPLACE TEMP MACRO m(x) AS x + 1")} == {"macro"}
-    assert {f.rule for f in lint("SELECT md5(c)[1:8] FROM t")} == {"slice"}
+def test_macros_are_expanded_not_emitted():
+    sql = ("CREATE OR REPLACE TEMP MACRO m(x) AS x + 1;"
+           "CREATE MACRO t(lo) AS TABLE SELECT m(a) AS b FROM u WHERE a >= lo;"
+           "SELECT b FROM t(3)")
+    out = to_spark(sql)
+    assert len(out) == 1 and "MACRO" not in out[0].upper()
+    assert "(a) + 1" in out[0] and "a >= (3)" in out[0]
+    assert {f.rule for f in lint("CREATE MACRO m(x) AS x + 1; SELECT m(1, 2)")} == {"macro"}
+
+
+def test_slices_and_hex():
+    assert "SUBSTRING(MD5(c), 1, (8) - (1) + 1)" in to_spark("SELECT md5(c)[1:8] FROM t")[0]
+    assert "SLICE(xs, 2, (3) - (2) + 1)" in to_spark("SELECT xs[2:3] FROM t")[0]
+    assert {f.rule for f in lint("SELECT xs[:3] FROM t")} == {"slice"}
+    assert "CONV(" in to_spark("SELECT CAST('0x' || md5(c)[1:8] AS BIGINT) FROM t")[0]
+
+
+def test_several_unnests_zip_into_one_generator():
+    out = to_spark("SELECT k, unnest(a) AS x, unnest(b) AS y FROM t")[0]
+    assert "INLINE(ARRAYS_ZIP(a, b)) AS (x, y)" in out
+    assert {f.rule for f in lint("SELECT unnest(a) AS x, k, unnest(b) AS y FROM t")} == {"unnest"}
+
+
+def test_len_is_list_size_and_division_is_double():
+    out = to_spark("SELECT len(xs), length(s), a / b, avg(d) FROM t")[0]
+    assert "SIZE(xs)" in out and "LENGTH(s)" in out
+    assert "CAST((a) AS DOUBLE) / CAST((b) AS DOUBLE)" in out and "AVG(CAST((d) AS DOUBLE))" in out
+
+
+def test_three_argument_arg_min_keeps_n_lowest():
+    out = to_spark("SELECT min_by(id, md5(id), 3) FROM t")[0]
+    assert "SORT_ARRAY(COLLECT_LIST(" in out and "SLICE(" in out and ", 1, 3)" in out
+
+
+def test_parameters_bind_as_literals():
+    out = to_spark("SELECT $cap AS c, $name AS n, $f AS f", {"cap": 5, "name": "ok", "f": 0.5})[0]
+    assert out == "SELECT 5 AS c, 'ok' AS n, CAST('0.5' AS DOUBLE) AS f"
+    assert to_spark("SELECT * FROM t WHERE a = ? AND b = ?", [1, None])[0] == "SELECT * FROM t WHERE a = 1 AND b = NULL"

@@ -220,7 +220,7 @@ neighbours AS (   -- opposite, significant gaps of the same provider, model and 
                  OR (n.b_tok IS NULL AND n.usd_sig AND sign(n.usd_gap) = -sign(j.usd_gap))) AS opp_days
   FROM judged j
   JOIN judged n ON n.provider = j.provider AND n.model IS NOT DISTINCT FROM j.model AND n.token_type = j.token_type
-               AND abs(n.day - j.day) = 1
+               AND abs(date_diff('day', j.day, n.day)) = 1
   GROUP BY ALL
 ),
 grouped AS (      -- input-side totals of the cell's (provider, model, day), for the missing-cache test
