@@ -286,7 +286,6 @@ class Scratch:
 def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) -> list[date | None]:
     """The incremental build's stages (inside the build's transaction); returns the days recomputed."""
     from . import build as b
-    from .audits import run_audits
     from .caching import build_caching
     from .latency import add_profile_only_fits, build_timing
     from .pricing import build_costs
@@ -334,8 +333,6 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             s.splice(SLICED["whatif"])
     elif any(p.new_loads.values()):
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
-    if days or any(p.new_loads.values()):
-        stage("audits", lambda: run_audits(con))  # the same invariants as a full build; a failure rolls back
     for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",
               "incr_cache_calls"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
