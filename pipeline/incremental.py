@@ -194,31 +194,43 @@ FROM (
                 END) AS d
   FROM main.raw_calls WHERE load_id IN (SELECT load_id FROM incr_loads)
 );
--- the recomputed days: a touched day and those within the caching reach either side (reuse looks back, first
--- writes look forward); calls without a start time are one partition of their own
-CREATE OR REPLACE TEMP TABLE incr_days AS
-SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
-FROM incr_touched, range(-{reach}, {reach} + 1) t(k);
--- the context: every call of those days and of the days within the reach of them, and every call that runs
--- during a recomputed day (concurrency counts calls in flight, whenever they started)
-CREATE OR REPLACE TEMP TABLE incr_context_days AS
-SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
-FROM incr_days, range(-{reach}, {reach} + 1) t(k);
+-- every stage but caching: the touched days themselves
+CREATE OR REPLACE TEMP TABLE incr_days AS SELECT dkey FROM incr_touched;
 CREATE OR REPLACE TEMP TABLE incr_calls AS
 SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_days);
+-- caching reuse: a touched day and those within the caching reach either side (reuse looks back, first writes
+-- look forward), read with the days within the reach of those; calls without a start time have no reuse
+CREATE OR REPLACE TEMP TABLE incr_cache_days AS
+SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
+FROM incr_touched, range(-{reach}, {reach} + 1) t(k);
+CREATE OR REPLACE TEMP TABLE incr_cache_context_days AS
+SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
+FROM incr_cache_days, range(-{reach}, {reach} + 1) t(k);
+CREATE OR REPLACE TEMP TABLE incr_cache_calls AS
+SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_cache_days);
 """
 
 
 def _context_sql() -> str:
+    """The context of every stage but caching: the touched days' calls, and every call that runs during one of
+    them (concurrency counts the calls in flight, whenever they started)."""
     return f"""
-CREATE TABLE {SCRATCH}.raw_calls AS
+CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
 SELECT * FROM main.raw_calls c
-WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_context_days)
+WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_days)
    OR (c.started_at IS NOT NULL AND c.ended_at IS NOT NULL
        AND c.started_at < (SELECT max(dkey) + 1 FROM incr_days) AND c.ended_at >= (SELECT min(dkey) FROM incr_days
                                                                                     WHERE dkey <> {NULL_DAY})
        AND EXISTS (SELECT 1 FROM incr_days d WHERE d.dkey <> {NULL_DAY}
                    AND c.started_at < d.dkey + 1 AND c.ended_at >= d.dkey))
+"""
+
+
+def _cache_context_sql() -> str:
+    return f"""
+CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
+SELECT * FROM main.raw_calls c
+WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_cache_context_days)
 """
 
 
@@ -241,24 +253,24 @@ class Scratch:
     def outside(self) -> None:
         self.con.execute(f"SET search_path = '{self.path or 'main'}'")
 
-    def splice(self, tables: tuple[str, ...]) -> None:
+    def splice(self, tables: tuple[str, ...], days: str = "incr_days", calls: str = "incr_calls") -> None:
         """Replace the recomputed days' rows of each main table by the scratch rows of those days."""
         self.outside()
         for t in tables:
             if t in BY_HOUR_COLUMN:
                 key = f"CAST(hour AS DATE)"
-                self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM incr_days)")
+                self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM {days})")
                 self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
-                                 f"WHERE {key} IN (SELECT dkey FROM incr_days)")
+                                 f"WHERE {key} IN (SELECT dkey FROM {days})")
             elif t in BY_DAY_COLUMN:
                 key = f"coalesce(day, {NULL_DAY})"
-                self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM incr_days)")
+                self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM {days})")
                 self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
-                                 f"WHERE {key} IN (SELECT dkey FROM incr_days)")
+                                 f"WHERE {key} IN (SELECT dkey FROM {days})")
             else:
-                self.con.execute(f"DELETE FROM main.{t} WHERE call_id IN (SELECT call_id FROM incr_calls)")
+                self.con.execute(f"DELETE FROM main.{t} WHERE call_id IN (SELECT call_id FROM {calls})")
                 self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
-                                 "WHERE call_id IN (SELECT call_id FROM incr_calls)")
+                                 f"WHERE call_id IN (SELECT call_id FROM {calls})")
             self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
 
     def __exit__(self, *exc) -> None:
@@ -274,7 +286,6 @@ class Scratch:
 def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) -> list[date | None]:
     """The incremental build's stages (inside the build's transaction); returns the days recomputed."""
     from . import build as b
-    from .audits import run_audits
     from .caching import build_caching
     from .latency import add_profile_only_fits, build_timing
     from .pricing import build_costs
@@ -287,7 +298,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
                 [p.new_loads.get("raw_calls", [])])
     con.execute(_days_sql(reach))
     days = [None if d == date(1, 1, 1) else d for (d,) in con.execute(
-        "SELECT dkey FROM incr_days ORDER BY dkey").fetchall()]
+        "SELECT dkey FROM incr_cache_days ORDER BY dkey").fetchall()]  # a superset of incr_days
     stage("settings", lambda: b._settings_table(con, config))
     if days:
         sql, params = b.workload_rules_sql(config.workloads)
@@ -308,10 +319,12 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             stage("latency profiles", lambda: add_profile_only_fits(con, config.latency))
             stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
             s.inside()
+            con.execute(_cache_context_sql())
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
-            s.splice(SLICED["caching reuse"])
+            s.splice(SLICED["caching reuse"], "incr_cache_days", "incr_cache_calls")
             stage("caching", lambda: build_caching(con, config.caching, "savings"))
             s.inside()
+            con.execute(_context_sql())
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))
             s.splice(SLICED["attribution"])
             stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
@@ -320,8 +333,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             s.splice(SLICED["whatif"])
     elif any(p.new_loads.values()):
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
-    if days or any(p.new_loads.values()):
-        stage("audits", lambda: run_audits(con))  # the same invariants as a full build; a failure rolls back
-    for t in ("incr_loads", "incr_touched", "incr_days", "incr_context_days", "incr_calls"):
+    for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",
+              "incr_cache_calls"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return days
