@@ -30,6 +30,10 @@ ConfigOpt = Annotated[
     Optional[Path],
     typer.Option("--config", help="Configuration (TOML/YAML): price book, workload rules; default $PHASELENS_CONFIG."),
 ]
+LakeOpt = Annotated[
+    Optional[str],
+    typer.Option("--lake", help="Read a Parquet lake (a folder or s3://...) instead of a store; see docs/scale-out.md."),
+]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 SinceOpt = Annotated[Optional[datetime], typer.Option("--since", help="Only calls started at or after (UTC).")]
 UntilOpt = Annotated[Optional[datetime], typer.Option("--until", help="Only calls started before (UTC).")]
@@ -54,7 +58,11 @@ def _fail(e: PhaselensError, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def _open(db: Path | None, read_only: bool = False):
+def _open(db: Path | None, read_only: bool = False, lake: str | None = None):
+    if lake is not None:  # DuckDB views over the lake's raw and built relations
+        from phaselens.pipeline.lake import open_lake
+
+        return open_lake(lake)[0]
     from phaselens.pipeline.store import connect
 
     return connect(resolve_db(db), read_only=read_only)
@@ -202,16 +210,27 @@ def build(
     db: DbOpt = None,
     config: ConfigOpt = None,
     full: Annotated[bool, typer.Option("--full", help="Re-derive every day, not only those new loads touched.")] = False,
+    engine: Annotated[str, typer.Option("--engine", help="duckdb (the store) or spark (a Parquet lake, --lake).")] = "duckdb",
+    lake: LakeOpt = None,
+    spark_master: Annotated[str, typer.Option("--spark-master", help="local[N], spark://..., yarn, or sc://host:15002.")]
+    = "local[2]",
 ) -> None:
     """Derive timing, costs, workloads and rollups from what is loaded; safe to run again.
 
     Incremental: after an earlier build with the same configuration, only the UTC days that new loads touched
-    are recomputed; a changed configuration or --full rebuilds everything.
+    are recomputed; a changed configuration or --full rebuilds everything. With --engine spark the whole build
+    runs on Spark over a lake written by `phaselens export --lake` and its relations are written back to it.
 
     Example: phaselens build --config phaselens.toml
+    Example: phaselens build --engine spark --lake lake/ --spark-master local[2] --config phaselens.toml
     """
     from phaselens.pipeline.build import build as run_build
 
+    if engine not in ("duckdb", "spark"):
+        _fail(PhaselensError(f"unknown engine {engine!r}", "use --engine duckdb or --engine spark"), 2)
+    if engine == "spark":
+        _build_spark(lake, spark_master, config)
+        return
     try:
         cfg = _config(config)
         con = _open(db)
@@ -222,6 +241,29 @@ def build(
     what = (f"full build ({result.reason})" if result.full
             else f"incremental build: {len(result.days_rebuilt)} day(s) recomputed from {result.new_loads} new load(s)")
     _err(what)
+    _err(
+        f"built {result.calls:,} calls into {result.workloads} workloads "
+        f"({result.estimated_calls:,} with estimated timing, {result.unpriced_calls:,} unpriced)."
+    )
+
+
+def _build_spark(lake: str | None, master: str, config: Path | None) -> None:
+    if not lake:
+        _fail(PhaselensError("--engine spark needs --lake", "write one with `phaselens export --db FILE --lake DIR`"), 2)
+    from phaselens.pipeline.engines.spark import build_spark, spark_session
+    from phaselens.pipeline.lake import open_lake
+    from phaselens.pipeline.publish import publish
+
+    try:
+        cfg = _config(config)
+        open_lake(lake)[0].close()  # fails early and clearly when there is no lake
+        session = spark_session(master)
+        result = build_spark(session, lake, cfg, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
+        con, path = open_lake(lake)
+        publish(con, path, cfg)
+    except PhaselensError as e:
+        _fail(e)
+    _err(f"full build on Spark ({master}), written to {lake}")
     _err(
         f"built {result.calls:,} calls into {result.workloads} workloads "
         f"({result.estimated_calls:,} with estimated timing, {result.unpriced_calls:,} unpriced)."
@@ -262,7 +304,7 @@ def _need_build(con) -> None:
 
 @app.command()
 def workloads(
-    db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
+    db: DbOpt = None, lake: LakeOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
     all_columns: Annotated[bool, typer.Option("--all", help="Every column of the view (json/csv always have all).")] = False,
 ) -> None:
     """Per workload: the phase that dominates time and money, its shape, and a diagnosis and lever for each.
@@ -273,7 +315,7 @@ def workloads(
     Example: phaselens workloads --since 2026-11-16 --format json
     """
     try:
-        con = _open(db, read_only=True)
+        con = _open(db, read_only=True, lake=lake)
         _need_build(con)
     except PhaselensError as e:
         _fail(e)
@@ -443,6 +485,7 @@ def run(
 @app.command()
 def report(
     db: DbOpt = None,
+    lake: LakeOpt = None,
     period: Annotated[
         Optional[str], typer.Option(help="previous_day, previous_week, last_7d, 2026-11-16, 2026-W47, 2026-11, START..END")
     ] = None,
@@ -458,7 +501,7 @@ def report(
     from phaselens.pipeline.report import report_period, write_report
 
     try:
-        con = _open(db, read_only=True)
+        con = _open(db, read_only=True, lake=lake)
         _need_build(con)
         p = report_period(con, period, since, until)
         files = write_report(con, p.start, p.end, out or Path("reports") / p.label, formats)
@@ -500,14 +543,21 @@ def _streamlit_cmd(db: Path, port: int) -> list[str]:
 @app.command()
 def dashboard(
     db: DbOpt = None,
+    lake: LakeOpt = None,
     port: Annotated[int, typer.Option(help="Port to serve on (localhost).")] = 8501,
     headless: Annotated[bool, typer.Option(help="Do not open a browser.")] = False,
 ) -> None:
     """Start the Streamlit dashboard on a store.
 
     Example: phaselens dashboard --db demo.duckdb --port 8501 --headless
+    Example: phaselens dashboard --lake lake/ --headless   (after `phaselens build --engine spark --lake lake/`)
     """
-    path = resolve_db(db)
+    if lake is not None:
+        from phaselens.pipeline.lake import catalog_db_path
+
+        path = catalog_db_path(lake)  # `build --engine spark` published the snapshot next to the lake's views
+    else:
+        path = resolve_db(db)
     if not path.exists():
         _fail(PhaselensError(f"no store at {path}", "run `phaselens demo` or `phaselens ingest PATH` first"))
     _err(f"dashboard on http://localhost:{port} (store {path}); Ctrl+C to stop")
