@@ -8,8 +8,8 @@ import pandas as pd
 PHASE_COLORS = alt.Scale(domain=["prefill", "decode", "queue"], range=["#4c78a8", "#f58518", "#9d9d9d"])
 TIME_AXIS = alt.X("t:T", title="time (UTC)")
 HEIGHT = 280
-# legends below the chart, with whole labels: a workload or model name is never cut
-LEGEND = alt.Legend(orient="bottom", direction="horizontal", columns=3, labelLimit=0, titleLimit=0)
+# legends beside the chart, with whole labels: a workload or model name is never cut (and the plot keeps its height)
+LEGEND = alt.Legend(orient="right", labelLimit=0, titleLimit=0)
 
 
 def phase_map_chart(df: pd.DataFrame) -> alt.Chart:
@@ -52,7 +52,8 @@ def percentile_lines_chart(df: pd.DataFrame, title: str, series_title: str, scal
         x=TIME_AXIS,
         y=alt.Y("value:Q", title=title, scale=alt.Scale(type="log")),
         color=alt.Color("series:N", title=series_title, legend=LEGEND),
-        strokeDash=alt.StrokeDash("percentile:N", title="percentile", scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]])),
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile", scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]]),
+                                  legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor="gray")),
         tooltip=[alt.Tooltip("t:T", title="time (UTC)"), "series:N", "percentile:N",
                  alt.Tooltip("value:Q", title=title, format=",.3f"), alt.Tooltip("calls:Q", format=",")],
     ).properties(height=HEIGHT)

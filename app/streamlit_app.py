@@ -19,6 +19,7 @@ from phaselens.app import queries
 from phaselens.app.queries import Filters
 from phaselens.app.ui import Context, empty_state, set_context
 from phaselens.models import resolve_db
+from phaselens.models.text import md_text
 from phaselens.pipeline.publish import current_snapshot
 
 # URL parameter -> (Filters field, label). Dates are `from` / `to` (UTC days, inclusive).
@@ -29,9 +30,17 @@ LIST_FILTERS: dict[str, tuple[str, str]] = {
     "team": ("teams", "Team"),
 }
 WATCH_EVERY_S = 5
+# URL parameters a page reads itself; any other parameter is named in a notice
+PAGE_PARAMS = {"detail", "slo"}
+NOTICES_KEY = "_url_notices"
+
+def _home() -> None:
+    """The root URL opens the Overview at /overview, keeping the link's parameters."""
+    st.switch_page(PAGES[0], query_params={k: st.query_params.get_all(k) for k in st.query_params.keys()})
+
 
 PAGES = [
-    st.Page("app_pages/overview.py", title="Overview", icon=":material/dashboard:", url_path="overview", default=True),
+    st.Page("app_pages/overview.py", title="Overview", icon=":material/dashboard:", url_path="overview"),
     st.Page("app_pages/workload.py", title="Workload detail", icon=":material/troubleshoot:", url_path="workload"),
     st.Page("app_pages/latency.py", title="Latency", icon=":material/timer:", url_path="latency"),
     st.Page("app_pages/cost.py", title="Cost", icon=":material/payments:", url_path="cost"),
@@ -50,25 +59,66 @@ def store_path() -> Path:
     return resolve_db(Path(os.environ["PHASELENS_DB"]) if os.environ.get("PHASELENS_DB") else None)
 
 
-def _parse_day(text: str | None) -> date | None:
+def _parse_day(text: str | None, notices: list[str] | None = None, param: str = "") -> date | None:
     try:
         return date.fromisoformat(text) if text else None
     except ValueError:
+        if notices is not None:
+            notices.append(f"`{param}={md_text(text)}` is not a date (YYYY-MM-DD): the period starts from the data's "
+                           f"{'first' if param == 'from' else 'last'} day instead.")
         return None
 
 
+def add_url_notice(text: str) -> None:
+    """Name a URL parameter the view could not follow (shown above every page for this session)."""
+    notices = st.session_state.setdefault(NOTICES_KEY, [])
+    if text not in notices:
+        notices.append(text)
+
+
 def _init_from_url(options: dict[str, list[str]], first: date | None, last: date | None) -> None:
-    """Seed the filter widgets from the URL once per session (a shared link opens on its view)."""
+    """Seed the filter widgets from the URL once per session (a shared link opens on its view); every parameter
+    that cannot be followed is named in a notice, never dropped silently."""
     if st.session_state.get("_filters_seeded"):
         return
     qp = st.query_params
-    for param, (field, _) in LIST_FILTERS.items():
-        st.session_state[f"f_{field}"] = [v for v in qp.get_all(param) if v in options[field]]
-    start, end = _parse_day(qp.get("from")) or first, _parse_day(qp.get("to")) or last
+    notices: list[str] = []
+    for param, (field, label) in LIST_FILTERS.items():
+        wanted = qp.get_all(param)
+        st.session_state[f"f_{field}"] = [v for v in wanted if v in options[field]]
+        for v in wanted:
+            if v not in options[field]:
+                notices.append(f"`{param}={md_text(v)}`: no {label.lower()} of that name in the data, so that "
+                               "filter was left out.")
+    asked_from, asked_to = qp.get("from"), qp.get("to")
+    start, end = _parse_day(asked_from, notices, "from") or first, _parse_day(asked_to, notices, "to") or last
     if first and last and start and end:
-        start, end = max(first, min(start, last)), min(last, max(end, first))
-        st.session_state["f_period"] = (min(start, end), max(start, end))
+        lo, hi = max(first, min(start, last)), min(last, max(end, first))
+        for param, asked, got in (("from", start, lo), ("to", end, hi)):
+            if asked != got and qp.get(param):
+                notices.append(f"`{param}={asked.isoformat()}` is outside the data ({first.isoformat()} to "
+                               f"{last.isoformat()}): the period {'starts' if param == 'from' else 'ends'} on "
+                               f"{got.isoformat()} instead.")
+        if lo > hi:
+            notices.append(f"`from` is after `to`: the period runs from {hi.isoformat()} to {lo.isoformat()}.")
+        st.session_state["f_period"] = (min(lo, hi), max(lo, hi))
+    elif (asked_from or asked_to) and not (first and last):
+        notices.append("The link names a period, but the store has no dated data yet.")
+    for param in qp.keys():
+        if param not in LIST_FILTERS and param not in ("from", "to") and param not in PAGE_PARAMS:
+            notices.append(f"`{md_text(param)}` is not a parameter the dashboard reads, so it was ignored "
+                           "(it reads provider, model, workload, team, from, to, detail and slo).")
+    for n in notices:
+        add_url_notice(n)
     st.session_state["_filters_seeded"] = True
+
+
+def show_url_notices() -> None:
+    """The URL parameters this session could not follow, in one visible notice."""
+    notices = st.session_state.get(NOTICES_KEY) or []
+    if notices:
+        st.warning("This link asked for something the dashboard could not show:\n\n" +
+                   "\n".join(f"- {n}" for n in notices))
 
 
 def _write_url(f: Filters) -> None:
@@ -108,6 +158,13 @@ def render_filters(snapshot: str) -> tuple[Filters, date | None, date | None]:
     last = fresh.get("last_call_at")
     first = first.date() if hasattr(first, "date") and first == first else None
     last = last.date() if hasattr(last, "date") and last == last else None
+    # the period spans every day with data, billing days without calls included: the period shown is the rows used
+    billing = queries.load_table(snapshot, "billing_daily")
+    if len(billing) and "day" in billing.columns:
+        days = [d.date() if hasattr(d, "date") else d for d in pd.to_datetime(billing["day"]).dropna()]
+        if days:
+            first = min([first, min(days)]) if first else min(days)
+            last = max([last, max(days)]) if last else max(days)
     options = {field: dims.loc[dims["dimension"] == param, "value"].tolist() for param, (field, _) in LIST_FILTERS.items()}
     _init_from_url(options, first, last)
     _follow_data_range(first, last)
@@ -154,7 +211,7 @@ def main() -> None:
     """Route to the page, after resolving the snapshot and drawing the shared filters."""
     st.set_page_config(page_title="phaselens", page_icon="📊", layout="wide")
     db = store_path()
-    nav = st.navigation(PAGES)
+    nav = st.navigation([st.Page(_home, title="phaselens", url_path="home", default=True, visibility="hidden"), *PAGES])
     snapshot, reason = queries.resolve_snapshot(db)
     if snapshot is None:
         st.title("phaselens")
@@ -174,6 +231,7 @@ def main() -> None:
         st.stop()
     filters, first, last = render_filters(snap)
     render_freshness(snap)
+    show_url_notices()
     set_context(Context(db=db, snapshot=snap, filters=filters, bin=queries.time_bin(filters, first, last),
                         first_day=first, last_day=last))
     watch_snapshot(db, snap)

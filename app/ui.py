@@ -98,35 +98,36 @@ def text_or_dash(x) -> str:
 
 
 # table columns, one per kind of figure (see above)
-def usd_col(label: str, help: str | None = None):
-    return st.column_config.NumberColumn(label, format=USD_FORMAT, help=help)
+def usd_col(label: str, help: str | None = None, width=None):
+    return st.column_config.NumberColumn(label, format=USD_FORMAT, help=help, width=width)
 
 
-def count_col(label: str, help: str | None = None):
-    return st.column_config.NumberColumn(label, format=COUNT_FORMAT, step=1, help=help)
+def count_col(label: str, help: str | None = None, width=None):
+    return st.column_config.NumberColumn(label, format=COUNT_FORMAT, step=1, help=help, width=width)
 
 
-def pct_col(label: str, help: str | None = None, bar: bool = False):
+def pct_col(label: str, help: str | None = None, bar: bool = False, width=None):
     if bar:
-        return st.column_config.ProgressColumn(label, format=PCT_FORMAT, step=0.001, min_value=0, max_value=1, help=help)
-    return st.column_config.NumberColumn(label, format=PCT_FORMAT, step=0.001, help=help)
+        return st.column_config.ProgressColumn(label, format=PCT_FORMAT, step=0.001, min_value=0, max_value=1, help=help,
+                                                width=width)
+    return st.column_config.NumberColumn(label, format=PCT_FORMAT, step=0.001, help=help, width=width)
 
 
-def seconds_col(label: str, help: str | None = None):
-    return st.column_config.NumberColumn(label, format=SECONDS_FORMAT, step=0.001, help=help)
+def seconds_col(label: str, help: str | None = None, width=None):
+    return st.column_config.NumberColumn(label, format=SECONDS_FORMAT, step=0.001, help=help, width=width)
 
 
-def ms_col(label: str, help: str | None = None):
+def ms_col(label: str, help: str | None = None, width=None):
     """A column of milliseconds: convert its seconds with `in_ms` first."""
-    return st.column_config.NumberColumn(label, format=MS_FORMAT, step=0.1, help=help)
+    return st.column_config.NumberColumn(label, format=MS_FORMAT, step=0.1, help=help, width=width)
 
 
-def number_col(label: str, step: float, help: str | None = None):
+def number_col(label: str, step: float, help: str | None = None, width=None):
     """A plain number (no unit) with thousands separators and the decimals of `step`."""
-    return st.column_config.NumberColumn(label, format=COUNT_FORMAT, step=step, help=help)
+    return st.column_config.NumberColumn(label, format=COUNT_FORMAT, step=step, help=help, width=width)
 
 
-def text_col(label: str, help: str | None = None, width: str | None = None):
+def text_col(label: str, help: str | None = None, width=None):
     return st.column_config.TextColumn(label, help=help, width=width)
 
 
@@ -139,18 +140,54 @@ def in_ms(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
     return out
 
 
+TABLE_WIDTH_PX = 960  # the page's content width at 1440 px with the sidebar open
+CHAR_PX = 7.2
+
+
+def _fit_widths(shown: pd.DataFrame, config: dict) -> None:
+    """Give each column a width so that every column fits the page at 1440 px (no column hidden behind a
+    horizontal scroll): figures take what their header or widest value needs; text columns share the rest."""
+    want, text = {}, []
+    for c, conf in config.items():
+        values = shown[c].dropna().astype(str) if len(shown) else pd.Series([], dtype=str)
+        longest = int(values.str.len().max()) if len(values) else 1
+        kind = (conf.get("type_config") or {}).get("type")
+        header = len(conf.get("label") or c) + (2 if conf.get("help") else 0)
+        if kind in ("number", "progress"):
+            longest = min(longest, 10)
+        elif kind in ("date", "datetime"):
+            longest = 10 if kind == "date" else 19
+        else:
+            text.append(c)
+        want[c] = int(max(header, longest) * CHAR_PX + 24)
+    over = sum(want.values()) - TABLE_WIDTH_PX
+    if over > 0 and text:  # figures keep their width (Streamlit sizes them); only the longest texts are cut
+        room = max(sum(want[c] for c in text) - over, 110 * len(text))
+        cap, rest = room, sorted(text, key=want.get)
+        for i, c in enumerate(rest):  # water-filling: short texts whole, the long ones share what is left
+            share = cap / (len(rest) - i)
+            if want[c] <= share:
+                cap -= want[c]
+                continue
+            for long in rest[i:]:
+                config[long]["width"] = max(110, int(share))
+            break
+
+
 def table(df: pd.DataFrame, columns: dict, **kwargs) -> None:
     """Show `df`'s listed columns only, in the listed order, each with its label and format (a text label is a
-    text column); missing values as a dash. Money columns are converted to floats for display."""
+    text column), sized to fit the page; missing values as a dash. Money columns are converted to floats for
+    display (sums stay exact in the store and in JSON/CSV output)."""
     keep = [c for c in columns if c in df.columns]
     shown = df[keep].copy()
     config = {}
     for c in keep:
         spec = columns[c]
-        config[c] = text_col(spec) if isinstance(spec, str) else spec
+        config[c] = dict(text_col(spec) if isinstance(spec, str) else spec)
         kind = (config[c].get("type_config") or {}).get("type")
         if kind in ("number", "progress"):
             shown[c] = pd.to_numeric(shown[c], errors="coerce").astype(float)
+    _fit_widths(shown, config)
     kwargs.setdefault("hide_index", True)
     kwargs.setdefault("width", "stretch")
     st.dataframe(shown, column_config=config, placeholder=MISSING, **kwargs)
@@ -190,7 +227,7 @@ def untraced_table(cells: pd.DataFrame) -> None:
     table(shown, {
         "day": st.column_config.DateColumn("Day (UTC)"), "provider": "Provider", "model": "Model",
         "token_type": "Token type", "billed_cost_usd": usd_col("Billed (USD)"),
-        "allocated_cost_usd": usd_col("Allocated to calls (USD)"), "untraced_cost_usd": usd_col("Untraced (USD)"),
-        "billed_tokens": count_col("Billed (tokens)"), "traced_tokens": count_col("Traced (tokens)"),
-        "allocated_calls": count_col("Calls allocated to"), "cause": "Cause",
+        "allocated_cost_usd": usd_col("Allocated (USD)", help="Allocated to traced calls by their tokens."),
+        "untraced_cost_usd": usd_col("Untraced (USD)"),
+        "cause": "Cause",
     })

@@ -18,7 +18,7 @@ import csv
 import io
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -255,7 +255,7 @@ class SourceFile:
         text = self.head_text.lstrip()
         if not text or text[0] not in "[{":
             return None
-        first_line = text.split("\n", 1)[0]
+        first_line = text.splitlines()[0]  # LF, CRLF or a bare CR ends it
         for candidate in (first_line, text):
             try:
                 return json.loads(candidate)
@@ -290,6 +290,58 @@ class SourceFile:
         return f"{self.display}:{where}"
 
 
+def csv_rows(f: IO[str], delimiter: str, width: Callable[[], int | None]) -> Iterator[tuple[int, list[str] | None, str]]:
+    """(line number the row ends on, its fields or None, the problem) for each row of a CSV text stream.
+
+    A row the csv module cannot read, or one whose quote runs over several lines into a row of the wrong
+    width (one stray `"` would otherwise swallow what follows, up to the csv field limit), is reported on
+    its first line alone, and the lines after it are read again as rows of their own. `width()` is the
+    header's width (None before the header is read).
+    """
+    source = iter(f)
+    pending: list[tuple[int, str]] = []  # lines to read again after a bad multi-line row
+    taken: list[tuple[int, str]] = []  # the lines the current row was read from
+    counter = [0]
+
+    def lines() -> Iterator[str]:
+        while True:
+            if pending:
+                item = pending.pop(0)
+            else:
+                line = next(source, None)
+                if line is None:
+                    return
+                counter[0] += 1
+                item = (counter[0], line)
+            taken.append(item)
+            yield item[1]
+
+    while True:
+        reader = csv.reader(lines(), delimiter=delimiter)
+        restart = False
+        while not restart:
+            taken.clear()
+            try:
+                row = next(reader)
+                error = ""
+            except StopIteration:
+                return
+            except csv.Error as e:
+                row, error = None, f"unreadable CSV row: {e}"
+            if not taken:
+                return
+            start, end = taken[0][0], taken[-1][0]
+            expected = width()
+            multi = len(taken) > 1
+            if multi and (row is None or (expected is not None and len(row) != expected)):
+                why = error or f"a quote on line {start} runs on to line {end}"
+                yield start, None, f"{why}; line {start} is rejected and the lines after it are read again"
+                pending[:0] = taken[1:]
+                restart = True  # a fresh reader: the old one is inside the runaway field
+                continue
+            yield end, row, error
+
+
 def _json_prefix(text: str) -> object | None:
     """A JSON array cut at HEAD_BYTES: its first element, as a one-element list (enough to sniff)."""
     if not text.startswith("["):
@@ -307,7 +359,6 @@ class Adapter(Protocol):
 
     name: ClassVar[str]
     kind: ClassVar[Kind]
-    priority: ClassVar[int]  # lower sniffs first
 
     def sniff(self, src: SourceFile) -> bool: ...
 

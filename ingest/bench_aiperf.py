@@ -71,7 +71,10 @@ def _chunk_gaps_s(metrics: dict) -> list[float]:
     scale = TIME_UNITS.get(unit)
     if scale is None:
         raise RecordError("bad_number", f"metrics.inter_chunk_latency has unknown time unit {unit!r}")
-    return [to_float(v, "metrics.inter_chunk_latency") / scale for v in value if v is not None]
+    gaps = [to_float(v, "metrics.inter_chunk_latency") for v in value if v is not None]
+    if any(g is None for g in gaps):
+        raise RecordError("bad_number", "metrics.inter_chunk_latency holds an empty value")
+    return [g / scale for g in gaps]
 
 
 def _builder(src: SourceFile):
@@ -146,7 +149,6 @@ class AIPerfAdapter:
 
     name: ClassVar[str] = SOURCE
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 46
 
     def sniff(self, src: SourceFile) -> bool:
         """True for per-request records (`metadata` + `metrics` of `{value, unit}`) or an aggregate export."""

@@ -104,7 +104,6 @@ class LLMPerfAdapter:
 
     name: ClassVar[str] = SOURCE
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 45
 
     def sniff(self, src: SourceFile) -> bool:
         """True for an array of LLMPerf request records, or an LLMPerf run summary object."""

@@ -105,7 +105,6 @@ class VllmBenchAdapter:
 
     name: ClassVar[str] = SOURCE
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 47
 
     def sniff(self, src: SourceFile) -> bool:
         """True for one JSON object with the per-request lists `ttfts`, `itls`, `input_lens`, `output_lens`."""

@@ -183,7 +183,6 @@ class AnthropicUsageAdapter(_AnthropicReport):
     """Anthropic messages usage report: token quantities per bucket, no money (`usage_quantity`)."""
 
     name: ClassVar[str] = "anthropic_usage"
-    priority: ClassVar[int] = 32
     report: ClassVar[str] = "usage"
 
 
@@ -191,7 +190,6 @@ class AnthropicCostAdapter(_AnthropicReport):
     """Anthropic cost report: money per bucket and description, amounts in cents."""
 
     name: ClassVar[str] = "anthropic_cost"
-    priority: ClassVar[int] = 33
     report: ClassVar[str] = "cost"
 
 

@@ -139,7 +139,6 @@ class AwsCurAdapter:
 
     name: ClassVar[str] = "aws_cur"
     kind: ClassVar[str] = "billing"
-    priority: ClassVar[int] = 22
 
     def sniff(self, src: SourceFile) -> bool:
         """True when the CSV header or Parquet schema has at least three CUR `line_item_*` columns."""

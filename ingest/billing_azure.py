@@ -126,7 +126,6 @@ class AzureCostAdapter:
 
     name: ClassVar[str] = "azure_cost"
     kind: ClassVar[str] = "billing"
-    priority: ClassVar[int] = 26
 
     def sniff(self, src: SourceFile) -> bool:
         """True for a CSV header with `meterName` and two more Cost Management columns, and not FOCUS."""

@@ -215,7 +215,6 @@ class FocusAdapter:
 
     name: ClassVar[str] = "focus"
     kind: ClassVar[str] = "billing"
-    priority: ClassVar[int] = 20
 
     def sniff(self, src: SourceFile) -> bool:
         """True when the CSV header or Parquet schema has three or more FOCUS-only columns."""

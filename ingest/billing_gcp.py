@@ -148,7 +148,6 @@ class GcpBillingAdapter:
 
     name: ClassVar[str] = "gcp_billing"
     kind: ClassVar[str] = "billing"
-    priority: ClassVar[int] = 24
 
     def sniff(self, src: SourceFile) -> bool:
         """True for rows with `service`, `sku`, `usage_start_time` ... (nested JSON or flattened CSV header)."""

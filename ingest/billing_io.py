@@ -21,7 +21,7 @@ from phaselens.models import Reject
 from phaselens.models.records import truncate_raw
 
 from . import jsonread
-from .base import Record, SourceFile, UnreadableFile
+from .base import Record, SourceFile, UnreadableFile, csv_rows
 from .billing_common import LineMaker, RowError, clean, column_key, require_columns
 from .calls_common import json_lines
 
@@ -129,37 +129,43 @@ def open_table(src: SourceFile) -> Table:
             raise UnreadableFile(src.display, f"not a readable Parquet file ({e})", "check the file is complete") from e
 
         def parquet_rows() -> Iterator[Row]:
-            """Rows in batches of 8,192, numbered from 1."""
+            """Rows in batches of 8,192, numbered from 1; a row group that cannot be decoded marks the file partial."""
             n = 0
-            for batch in pf.iter_batches(batch_size=8192):
-                for rec in batch.to_pylist():
-                    n += 1
-                    yield Row.of(rec, str(n))
+            for group in range(pf.num_row_groups):
+                start = n
+                try:
+                    for batch in pf.iter_batches(batch_size=8192, row_groups=[group]):
+                        recs = batch.to_pylist()
+                        for rec in recs:
+                            n += 1
+                            yield Row.of(rec, str(n))
+                except Exception as e:  # noqa: BLE001 - pyarrow raises OSError, ArrowInvalid ... on corrupt pages
+                    rows = pf.metadata.row_group(group).num_rows
+                    src.incomplete(f"row group {group + 1} (rows {start + 1} to {start + rows}) is corrupt and was "
+                                   f"not read in full ({type(e).__name__}: {str(e)[:160]})")
+                    n = start + rows
 
         return Table(list(pf.schema_arrow.names), parquet_rows)
     header = src.csv_header() or []
     delimiter = src.csv_delimiter()
 
-    def csv_rows() -> Iterator[Row]:
+    def table_rows() -> Iterator[Row]:
         """Rows after the header, located by the line they end on; blank lines are not rows."""
+        names: list[str] | None = None
+        keys: list[str] = []
         with src.open_text() as f:
-            reader = csv.reader(f, delimiter=delimiter)
-            names = next(reader, None)
-            if names is None:
-                return
-            names = [n.strip() for n in names]
-            keys = [column_key(n) for n in names]
-            while True:
-                try:
-                    fields = next(reader)
-                except StopIteration:
-                    return
-                except csv.Error as e:  # an oversized field or a NUL byte: reject the row, read on
-                    yield Row({}, str(reader.line_num), "", problem=f"unreadable CSV row: {e}")
+            for line, fields, problem in csv_rows(f, delimiter, lambda: None if names is None else len(names)):
+                where = str(line)
+                if fields is None:  # an oversized field, a NUL byte, a stray quote: reject the row, read on
+                    if names is not None:
+                        yield Row({}, where, "", problem=problem)
                     continue
                 if not fields or all(not x.strip() for x in fields):
                     continue
-                where = str(reader.line_num)
+                if names is None:  # blank lines before the header are passed over
+                    names = [n.strip() for n in fields]
+                    keys = [column_key(n) for n in names]
+                    continue
                 if len(fields) != len(names):
                     yield Row({}, where, delimiter.join(fields),
                               problem=f"{len(fields)} fields where the header has {len(names)}")
@@ -169,7 +175,7 @@ def open_table(src: SourceFile) -> Table:
                     values.setdefault(key, clean(field))
                 yield Row(values, where, dict(zip(names, fields)))
 
-    return Table(header, csv_rows)
+    return Table(header, table_rows)
 
 
 def read_json_values(src: SourceFile, source: str) -> Iterator[tuple[str, Any] | Reject]:

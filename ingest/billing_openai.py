@@ -226,7 +226,6 @@ class OpenAIUsageAdapter(_OpenAIPages):
     """OpenAI Usage API pages: token quantities per bucket, no money (`charge_category = usage_quantity`)."""
 
     name: ClassVar[str] = "openai_usage"
-    priority: ClassVar[int] = 30
     page_kind: ClassVar[str] = "usage"
 
 
@@ -234,7 +233,6 @@ class OpenAICostsAdapter(_OpenAIPages):
     """OpenAI Costs API pages: dollars per line item and day."""
 
     name: ClassVar[str] = "openai_costs"
-    priority: ClassVar[int] = 31
     page_kind: ClassVar[str] = "costs"
 
 

@@ -20,9 +20,10 @@ from typing import Any
 
 from phaselens.models import LlmCall, Reject, Skip
 from phaselens.models.records import truncate_raw
+from phaselens.models.vocabulary import itl_per_token
 
 from . import jsonread
-from .base import SourceFile
+from .base import SourceFile, csv_rows
 
 UNKNOWN_MODEL = "unknown"
 """Model label for token-shape sources that name no model (request traces, some benchmarks)."""
@@ -230,7 +231,7 @@ def derive_timing(e2e_s: float | None, ttft_s: float | None, output_tokens: int 
     if ttft_s is not None and e2e_s is not None and ttft_s > e2e_s:
         ttft_s = None
     decode_s = e2e_s - ttft_s if e2e_s is not None and ttft_s is not None else None
-    itl_s = decode_s / (output_tokens - 1) if decode_s is not None and output_tokens and output_tokens > 1 else None
+    itl_s = itl_per_token(decode_s, output_tokens)
     return {"e2e_s": e2e_s, "ttft_s": ttft_s, "prefill_s": ttft_s, "decode_s": decode_s, "itl_s": itl_s,
             "timing_source": "measured" if ttft_s is not None else "none"}
 
@@ -362,32 +363,47 @@ def json_lines(text: str) -> bool:
         return True
     except ValueError:
         pass
-    for line in lines[1:50]:
+    # the first line is bad: JSON Lines still when most other lines are whole objects (in a pretty-printed
+    # document only a few inner lines happen to be)
+    rest = lines[1:50]
+    whole = 0
+    for line in rest:
         if line.startswith("{") and line.endswith("}"):
             try:
-                if isinstance(jsonread.loads(line), dict):
-                    return True
+                whole += isinstance(jsonread.loads(line), dict)
             except ValueError:
                 continue
-    return False
+    return whole > 0 and whole * 2 >= len(rest)
 
 
 def iter_csv_records(src: SourceFile, source: str) -> Iterator[Row]:
-    """Rows of a CSV file as dicts (header names stripped), indexed from 0, located by line number."""
+    """Rows of a CSV file as dicts (header names stripped), indexed from 0, located by line number.
+
+    Blank lines before the header are passed over; a row that cannot be read (an oversized field, a
+    stray quote that would run on over the next lines) or with the wrong number of fields is rejected
+    alone (see `base.csv_rows`).
+    """
     delimiter = src.csv_delimiter()
+    names: list[str] | None = None
+    i = 0
     with src.open_text() as f:
-        reader = csv.DictReader(f, delimiter=delimiter)
-        reader.fieldnames = [c.strip() for c in (reader.fieldnames or [])]
-        width = len(reader.fieldnames)
-        for i, row in enumerate(reader):
-            where = str(reader.line_num)
-            if None in row or any(v is None for v in row.values()):
-                cells = {k: v for k, v in row.items() if k is not None}
-                yield i, where, reject(
-                    src, source, where, "malformed_row", f"row does not have the header's {width} fields", cells
-                )
+        for line, fields, problem in csv_rows(f, delimiter, lambda: None if names is None else len(names)):
+            where = str(line)
+            if fields is None:
+                yield i, where, reject(src, source, where, "malformed_row", problem)
+                i += 1
                 continue
-            yield i, where, row
+            if not fields or all(not x.strip() for x in fields):
+                continue
+            if names is None:
+                names = [c.strip() for c in fields]
+                continue
+            if len(fields) != len(names):
+                yield i, where, reject(src, source, where, "malformed_row",
+                                       f"row does not have the header's {len(names)} fields", dict(zip(names, fields)))
+            else:
+                yield i, where, dict(zip(names, fields))
+            i += 1
 
 
 def iter_records(src: SourceFile, source: str) -> Iterator[Row]:

@@ -182,6 +182,10 @@ FIELDS: dict[str, list[Key]] = {
         Key("gen_ai.response.id", "otel_genai", "text"),
         Key("llm.openai.id", "litellm", "text"),
     ],
+    # engine request ids: the same request on the prefill and the decode worker of a disaggregated deployment
+    # (vLLM: the X-Request-Id the proxy sends to both; SGLang: the bootstrap room the router assigns)
+    "request_id": [Key("gen_ai.request.id", "vllm", "text")],
+    "bootstrap_room": [Key("bootstrap_room", "sglang", "text")],
     "stream_duration": [  # Logfire's "streaming response ... took {duration}" log span
         Key("duration", "logfire", "s", scope="logfire"),
     ],

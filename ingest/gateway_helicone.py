@@ -151,7 +151,6 @@ class HeliconeAdapter:
 
     name: ClassVar[str] = SOURCE
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 42
 
     def sniff(self, src: SourceFile) -> bool:
         """True when the first record has `request_id`, `request_created_at` and a Helicone-only field."""

@@ -184,7 +184,6 @@ class LangfuseAdapter:
 
     name: ClassVar[str] = SOURCE
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 41
 
     def sniff(self, src: SourceFile) -> bool:
         """True when the first record has an observation's `id`, `traceId`, `type` and `startTime`."""

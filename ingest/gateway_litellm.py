@@ -217,7 +217,6 @@ class LiteLLMAdapter:
 
     name: ClassVar[str] = SOURCE
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 40
 
     def sniff(self, src: SourceFile) -> bool:
         """True when the first record has SpendLogs' `request_id`, `spend` and `startTime` columns."""

@@ -12,6 +12,7 @@ overflow Python's stack; whole members are read by the standard decoder.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,7 @@ def _describe(text: str, pos: int) -> str:
 def salvage(text: str, *, parse_float=None) -> Salvaged:
     """The valid beginning of a JSON object or array document, with the cut containers marked."""
     decoder = json.JSONDecoder(parse_float=parse_float) if parse_float else json.JSONDecoder()
+    text = no_lone_surrogates(text)
     n = len(text)
     pos = 0
     while pos < n and text[pos] in _WS:
@@ -152,8 +154,28 @@ def salvage(text: str, *, parse_float=None) -> Salvaged:
     return Salvaged(value, pos, _describe(text, pos))
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# a \\uD800-\\uDFFF escape not in a valid high-low pair (an odd run of backslashes makes it an escape)
+_LONE_SURROGATE = re.compile(
+    r"(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<![\\]u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+
+
+def no_lone_surrogates(text: str) -> str:
+    """The JSON text with each lone UTF-16 surrogate escape (`\\ud800`) replaced by U+FFFD's escape.
+
+    JSON allows the escape, but it is not a character: it cannot be written as UTF-8 (DuckDB rejects a
+    whole line over it; Python fails to encode it later). The value is kept with the replacement.
+    """
+    if not _SURROGATE_ESCAPE.search(text):
+        return text
+    return _LONE_SURROGATE.sub(lambda m: m.group(1) + "\\ufffd", text)
+
+
 def loads(text: str, *, parse_float=None) -> Any:
-    """`json.loads`, with deep nesting reported as a ValueError instead of a RecursionError."""
+    """`json.loads` with lone surrogates replaced, and deep nesting a ValueError instead of a RecursionError."""
+    text = no_lone_surrogates(text)
     try:
         return json.loads(text, parse_float=parse_float) if parse_float else json.loads(text)
     except RecursionError:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import zlib
 from collections.abc import Iterator
 from importlib import resources
@@ -24,7 +23,9 @@ from typing import ClassVar
 import duckdb
 import pyarrow as pa
 
-from . import conventions
+from phaselens.models.vocabulary import expand_sql_rules
+
+from . import conventions, jsonread
 from .base import SourceFile, StageCounts, UnreadableFile
 
 _ANY = {
@@ -96,7 +97,7 @@ CHUNK_BYTES = 64 * 1024 * 1024  # lines per DuckDB pass: bounds memory whatever 
 
 
 def _sql(name: str) -> str:
-    return resources.files("phaselens.ingest").joinpath("sql", f"{name}.sql").read_text()
+    return expand_sql_rules(resources.files("phaselens.ingest").joinpath("sql", f"{name}.sql").read_text())
 
 
 def _in_list(values: tuple[str, ...]) -> str:
@@ -135,8 +136,8 @@ def _looks_like_otlp(src: SourceFile) -> bool:
 
 def _is_json_lines(src: SourceFile) -> bool:
     """JSON Lines when the first line is a whole JSON value; otherwise one (pretty-printed) document."""
-    first = src.head_text.lstrip().split("\n", 1)[0].strip()
-    if "\n" not in src.head_text.strip():
+    first = src.first_line().strip()
+    if "\n" not in src.head_text.strip() and "\r" not in src.head_text.strip():
         return True  # a single line (or a first line longer than the head): a pretty-printed document has newlines
     try:
         json.loads(first)
@@ -150,7 +151,6 @@ class OtlpJsonAdapter:
 
     name: ClassVar[str] = "otlp_json"
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int] = 10
 
     def sniff(self, src: SourceFile) -> bool:
         return _looks_like_otlp(src)
@@ -160,7 +160,7 @@ class OtlpJsonAdapter:
         total, batches = StageCounts(), 0
         chunks = _line_chunks(src) if _is_json_lines(src) else [(1, [src.read_text()])]
         for first_line, lines in chunks:
-            lines = [_no_lone_surrogates(line) for line in lines]
+            lines = [jsonread.no_lone_surrogates(line) for line in lines]  # one bad value must not lose the line
             counts, good = stage_otlp_lines(con, lines, src.display, first_line, keep=keep_list(src.options))
             batches += good
             total = StageCounts(total.accepted + counts.accepted, total.rejected + counts.rejected,
@@ -170,25 +170,6 @@ class OtlpJsonAdapter:
         if not batches:
             raise UnreadableFile(src.display, "no line is an OTLP JSON batch", "check that the file holds OTLP traces")
         return total
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-# a \\uD800-\\uDFFF escape not in a valid high-low pair (an odd run of backslashes makes it an escape)
-_LONE_SURROGATE = re.compile(
-    r"(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    r"|(?<![\\]u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-)
-
-
-def _no_lone_surrogates(line: str) -> str:
-    """The line with each lone UTF-16 surrogate escape (`\\ud800`) replaced by U+FFFD.
-
-    JSON allows the escape, but it is not a character: DuckDB rejects the whole line over it. One bad
-    attribute value must not lose the line's other spans, so the value is kept with the replacement.
-    """
-    if not _SURROGATE_ESCAPE.search(line):
-        return line
-    return _LONE_SURROGATE.sub(lambda m: m.group(1) + "\\ufffd", line)
 
 
 def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
@@ -247,7 +228,7 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
                END AS raw
         FROM (
           SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
-          FROM (SELECT line_no, line, json_valid(line) AS ok FROM otlp_chunk WHERE trim(line) <> '')
+          FROM (SELECT line_no, line, json_valid(line) AS ok FROM otlp_chunk WHERE trim(line, ' \t\r\n') <> '')
         )
         """,
         {"structure": STRUCTURE},
@@ -303,7 +284,7 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
     skipped += merged
     # fetchall, not fetchone: an open result would keep the registered chunk in use
     total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
-    for t in ("otlp_calls", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
+    for t in ("otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return StageCounts(accepted=accepted, rejected=rejected + bad_lines, skipped=skipped), total_lines - bad_lines
 

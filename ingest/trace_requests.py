@@ -88,7 +88,6 @@ class _TraceAdapter:
 
     name: ClassVar[str]
     kind: ClassVar[str] = "calls"
-    priority: ClassVar[int]
 
     def rows(self, src: SourceFile):
         """The file's records (CSV rows here; JSON Lines for Mooncake) with their locators."""
@@ -108,7 +107,6 @@ class AzureTraceAdapter(_TraceAdapter):
     """Reads the Azure LLM inference trace CSV (arrival time, context tokens, generated tokens)."""
 
     name: ClassVar[str] = "azure_trace"
-    priority: ClassVar[int] = 50
 
     def sniff(self, src: SourceFile) -> bool:
         """True when the CSV header is exactly `TIMESTAMP,ContextTokens,GeneratedTokens`."""
@@ -137,7 +135,6 @@ class MooncakeAdapter(_TraceAdapter):
     """Reads Mooncake request traces (JSON Lines with relative arrival time and prefix-block hashes)."""
 
     name: ClassVar[str] = "mooncake"
-    priority: ClassVar[int] = 51
 
     def sniff(self, src: SourceFile) -> bool:
         """True when the first JSON record has Mooncake's `timestamp`, `input_length` and `output_length`."""
@@ -182,7 +179,6 @@ class ServeGenAdapter(_TraceAdapter):
     """Reads ServeGen offline stat traces (per-request token counts and end-to-end duration)."""
 
     name: ClassVar[str] = "servegen"
-    priority: ClassVar[int] = 52
 
     def sniff(self, src: SourceFile) -> bool:
         """True when the CSV header is exactly `request_id,type,input_length,output_length,duration`."""

@@ -76,6 +76,67 @@ def normalize_provider(raw: str | None) -> str | None:
     return PROVIDER_ALIASES.get(key, key)
 
 
+UNASSIGNED_WORKLOAD = "unassigned"
+"""The workload of a call that has neither a feature tag nor a service."""
+
+
+def default_workload_sql(hint: str = "workload_hint", service: str = "service") -> str:
+    """The default workload rule as a SQL expression over two columns: the call's feature tag, else its
+    service, else `unassigned` (a blank tag or service counts as missing). The workload rules of the
+    configuration run first; SQL files write it as `default_workload(hint, service)` (see `sql_text`)."""
+    return f"coalesce(nullif({hint}, ''), nullif({service}, ''), '{UNASSIGNED_WORKLOAD}')"
+
+
+def itl_per_token(decode_s: float | None, output_tokens: int | None) -> float | None:
+    """The ITL split: decode time over the output tokens after the first (the first token closes prefill), so
+    None for fewer than two output tokens. `itl_split_sql` is the same rule in SQL."""
+    if decode_s is None or output_tokens is None or output_tokens <= 1:
+        return None
+    return decode_s / (output_tokens - 1)
+
+
+def itl_split_sql(decode: str, output_tokens: str) -> str:
+    """The ITL split as a SQL expression over two expressions (see `itl_per_token`)."""
+    return f"CASE WHEN {output_tokens} > 1 THEN ({decode}) / ({output_tokens} - 1) END"
+
+
+SQL_RULES = {"default_workload": default_workload_sql, "itl_split": itl_split_sql}
+"""Rules SQL files write as calls, `default_workload(hint, service)` and `itl_split(decode, output_tokens)`;
+`expand_sql_rules` writes each out, so one definition serves every SQL file and any engine."""
+
+
+def _call_args(text: str, start: int) -> tuple[list[str], int]:
+    """The top-level comma-separated arguments of the call whose `(` is at `start`, and the index after `)`."""
+    depth, args, arg_start = 0, [], start + 1
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                args.append(text[arg_start:i].strip())
+                return args, i + 1
+        elif ch == "," and depth == 1:
+            args.append(text[arg_start:i].strip())
+            arg_start = i + 1
+    raise ValueError(f"unbalanced parentheses in a call at offset {start}")
+
+
+_RULE_CALL = re.compile(r"\b(" + "|".join(SQL_RULES) + r")\s*\(")
+
+
+def expand_sql_rules(text: str) -> str:
+    """`text` with every call of a rule in `SQL_RULES` replaced by the rule's SQL (nested calls too)."""
+    out, pos = [], 0
+    while (m := _RULE_CALL.search(text, pos)) is not None:
+        args, end = _call_args(text, m.end() - 1)
+        out.append(text[pos:m.start()] + SQL_RULES[m[1]](*(expand_sql_rules(a) for a in args)))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _sql_string(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 

@@ -68,11 +68,12 @@ def _open(db: Path | None, read_only: bool = False, lake: str | None = None):
     return connect(resolve_db(db), read_only=read_only)
 
 
-def _publish(con, db: Path | None, config=None) -> None:
-    """Give the dashboard a fresh snapshot of what this command wrote (it never reads the store itself)."""
+def _publish(con, db: Path | None, config=None, *, days=None, since: str | None = None) -> None:
+    """Give the dashboard a fresh snapshot of what this command wrote (it never reads the store itself); with
+    `days` and `since` (the store's basis before the command changed it) only those days' rollups are computed."""
     from phaselens.pipeline.publish import publish
 
-    publish(con, resolve_db(db), config)
+    publish(con, resolve_db(db), config, days=days, since=since)
 
 
 def _config(config: Path | None):
@@ -106,6 +107,7 @@ def ingest(
     from decimal import Decimal, InvalidOperation
 
     from phaselens.pipeline.load import ingest as run_ingest
+    from phaselens.pipeline.publish import loaded_days, store_basis
 
     rates = {}
     for item in fx or []:
@@ -116,6 +118,7 @@ def ingest(
             _fail(PhaselensError(f"--fx {item!r} is not CUR=RATE", "write it like EUR=1.08"), 2)
     try:
         con = _open(db)
+        since = store_basis(con)
 
         def progress(r, i, n):
             counts = f"{r.accepted:,} stored, {r.duplicates:,} duplicate, {r.rejected:,} rejected, {r.skipped:,} skipped"
@@ -126,7 +129,7 @@ def ingest(
             _err(f"          ... {lines_done:,} lines read")
 
         result = run_ingest(con, paths, options={"fx": rates, "progress": within_file, "keep_attributes": list(keep_attribute or [])}, force=force, on_file=progress)
-        _publish(con, db)
+        _publish(con, db, days=loaded_days(con, [f.load_id for f in result.files if f.accepted]), since=since)
     except PhaselensError as e:
         _fail(e, 2)
     cols = ["file", "status", "adapter", "accepted", "duplicates", "rejected", "skipped", "seconds", "message"]
@@ -186,7 +189,9 @@ def loads(
     except PhaselensError as e:
         _fail(e)
     if gaps:
-        if not con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'source_gaps'").fetchone()[0]:
+        from phaselens.pipeline.store import relation_exists
+
+        if not relation_exists(con, "source_gaps"):
             from phaselens.pipeline.errors import StoreError
 
             _fail(StoreError("the store predates source gaps", "run `phaselens ingest` or `phaselens build` once to add them"))
@@ -225,6 +230,7 @@ def build(
     Example: phaselens build --engine spark --lake lake/ --spark-master local[2] --config phaselens.toml
     """
     from phaselens.pipeline.build import build as run_build
+    from phaselens.pipeline.publish import build_days, store_basis
 
     if engine not in ("duckdb", "spark"):
         _fail(PhaselensError(f"unknown engine {engine!r}", "use --engine duckdb or --engine spark"), 2)
@@ -234,8 +240,9 @@ def build(
     try:
         cfg = _config(config)
         con = _open(db)
+        since = store_basis(con)
         result = run_build(con, cfg, full, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
-        _publish(con, db, cfg)
+        _publish(con, db, cfg, days=build_days(result), since=since)
     except PhaselensError as e:
         _fail(e)
     what = (f"full build ({result.reason})" if result.full
@@ -297,8 +304,9 @@ def export(
 def _need_build(con) -> None:
     from phaselens.pipeline.errors import StoreError
 
-    have = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'workloads'").fetchone()[0]
-    if not have:
+    from phaselens.pipeline.store import relation_exists
+
+    if not relation_exists(con, "workloads"):
         raise StoreError("the store has not been built yet", "run `phaselens build` after `phaselens ingest`")
 
 
@@ -598,6 +606,22 @@ def demo(
     if not no_dashboard:
         _err(f"dashboard on http://localhost:{port}; Ctrl+C to stop")
         _exec(_streamlit_cmd(db, port), None if headless else f"http://localhost:{port}")
+
+
+@app.command()
+def publish(db: DbOpt = None, config: ConfigOpt = None) -> None:
+    """Publish the dashboard's snapshot of the store by hand (ingest, build and run publish by themselves).
+
+    Opens the store read-only and prints the snapshot's path.
+    Example: phaselens publish --db phaselens.duckdb
+    """
+    from phaselens.pipeline.publish import publish_store
+
+    try:
+        path = publish_store(resolve_db(db), _config(config))
+    except PhaselensError as e:
+        _fail(e)
+    typer.echo(str(path))
 
 
 def main() -> None:

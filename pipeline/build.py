@@ -23,6 +23,7 @@ from datetime import date
 import duckdb
 
 from phaselens.models.config import Config, WorkloadRule
+from phaselens.models.vocabulary import default_workload_sql
 
 from . import telemetry
 from .audits import run_audits
@@ -65,7 +66,7 @@ def workload_rules_sql(rules: list[WorkloadRule]) -> tuple[str, dict[str, str]]:
             conds.append(f"regexp_matches(coalesce(json_extract_string(attributes_json, {bind(path)}), ''), {bind(pattern)})")
         whens.append(f"WHEN {' AND '.join(conds)} THEN {bind(rule.name)}")
     case = f"CASE {' '.join(whens)} ELSE {{default}} END" if whens else "{default}"
-    default = "coalesce(nullif(workload_hint, ''), nullif(service, ''), 'unassigned')"
+    default = default_workload_sql()
     sql = (
         "CREATE OR REPLACE TABLE call_workload AS\n"
         f"SELECT call_id, {case.format(default=default)} AS workload FROM raw_calls"
@@ -137,6 +138,7 @@ def _incremental(con: duckdb.DuckDBPyConnection, config: Config, p, stage, resul
     from . import incremental
 
     result.days_rebuilt = incremental.recompute(con, config, p, stage)
+    stage("audits", lambda: run_audits(con))  # the same invariants as a full build; a failure rolls all back
     con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))")
     incremental.record(con, p, len(result.days_rebuilt))
 

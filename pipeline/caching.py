@@ -20,6 +20,7 @@ from decimal import Decimal
 import duckdb
 
 from phaselens.models.caching import CachingSettings
+from phaselens.models.vocabulary import default_workload_sql
 
 from .errors import PhaselensError
 from .store import sql_text, transaction
@@ -27,7 +28,7 @@ from .store import sql_text, transaction
 WRITE_5M_MAX_S = 300
 """Lifetimes up to this many seconds pay the 5-minute cache-write price; longer ones the 1-hour price."""
 
-DEFAULT_WORKLOAD_SQL = "coalesce(nullif(c.workload_hint, ''), nullif(c.service, ''), 'unassigned')"
+DEFAULT_WORKLOAD_SQL = default_workload_sql("c.workload_hint", "c.service")
 """The workload of a call when the build made no `call_workload` (the default workload rule)."""
 
 # caching_fits column <- latency_fits column (the prefill terms of docs/latency.md); a missing one is NULL,
@@ -60,8 +61,8 @@ CREATE OR REPLACE TEMP TABLE caching_prices (
 )
 """
 
-_TEMP_TABLES = ("caching_calls", "caching_blocks", "caching_prices", "caching_call_savings", "caching_lifetimes")
-_TEMP_VIEWS = ("caching_workload", "caching_fits")
+_TEMP_TABLES = ("caching_calls", "caching_blocks", "caching_prices", "caching_lifetimes")
+_TEMP_VIEWS = ("caching_call_savings", "caching_workload", "caching_fits")
 
 
 def _columns(con: duckdb.DuckDBPyConnection, name: str) -> set[str] | None:
@@ -126,7 +127,7 @@ def build_caching(
     params = {
         "caching_calls": {"scope": settings.scope},
         "caching_call_prefix_reuse": {"min_block_tokens": settings.min_block_tokens},
-        "caching_call_savings": {"write_5m_max_s": WRITE_5M_MAX_S},
+
         "caching_by_workload": {"lifetime_s": settings.headline_lifetime_s},
     }
     with transaction(con):  # inside `phaselens build`, the build's transaction covers this stage
@@ -134,6 +135,9 @@ def build_caching(
         for name in stages:
             if name == "caching_prices" and not _has_prices(con):
                 con.execute(EMPTY_PRICES_SQL)
+                continue
+            if name == "caching_call_savings":  # a view: no prepared parameters, the constant is written in
+                con.execute(sql_text(name).replace("$write_5m_max_s", str(int(WRITE_5M_MAX_S))))
                 continue
             con.execute(sql_text(name), params.get(name, {}))
         for name in _TEMP_TABLES:

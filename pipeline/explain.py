@@ -8,17 +8,9 @@ from __future__ import annotations
 
 import duckdb
 
+from phaselens.models.text import pct, secs
+
 from .read_model import COST_HEADLINE, workload_row
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def _s(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
 
 
 def _usd(x) -> str:
@@ -42,12 +34,12 @@ def explain_lines(r: dict) -> list[str]:
         f"{r['workload']}: {r['calls']:,} calls ({r['error_calls']:,} errors) on {r['models']}; "
         f"shape {str(r['shape_class']).replace('_', ' ')} (median {round(r['input_tokens_p50'] or 0):,} input, "
         f"{round(r['output_tokens_p50'] or 0):,} output tokens).",
-        f"Time: {_pct(r['prefill_time_share'])} prefill (TTFT p50 {_s(r['ttft_p50_s'])}, p95 {_s(r['ttft_p95_s'])}) vs "
-        f"{_pct(r['decode_time_share'])} decode (ITL p50 {_s(r['itl_p50_s'])}/token, p95 {_s(r['itl_p95_s'])}); "
-        f"e2e p50 {_s(r['e2e_p50_s'])}. Dominant phase for time: {r['dominant_latency_phase'] or 'unknown'}.",
+        f"Time: {pct(r['prefill_time_share'])} prefill (TTFT p50 {secs(r['ttft_p50_s'])}, p95 {secs(r['ttft_p95_s'])}) vs "
+        f"{pct(r['decode_time_share'])} decode (ITL p50 {secs(r['itl_p50_s'])}/token, p95 {secs(r['itl_p95_s'])}); "
+        f"e2e p50 {secs(r['e2e_p50_s'])}. Dominant phase for time: {r['dominant_latency_phase'] or 'unknown'}.",
         f"Money: {_usd(r['cost_usd_best'])} ({COST_HEADLINE}): {_usd(r['input_cost_usd_best'])} on input "
-        f"({_pct(r['prefill_cost_share'])}, prefill side) vs "
-        f"{_usd(r['output_cost_usd_best'])} on output ({_pct(r['decode_cost_share'])}, decode side). "
+        f"({pct(r['prefill_cost_share'])}, prefill side) vs "
+        f"{_usd(r['output_cost_usd_best'])} on output ({pct(r['decode_cost_share'])}, decode side). "
         f"Dominant phase for money: {r['dominant_cost_phase'] or 'unknown'}.",
         f"Why (time): {r['latency_diagnosis']}",
         f"Lever (time): {r['latency_lever']}",

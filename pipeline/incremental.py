@@ -274,6 +274,7 @@ class Scratch:
 def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) -> list[date | None]:
     """The incremental build's stages (inside the build's transaction); returns the days recomputed."""
     from . import build as b
+    from .audits import run_audits
     from .caching import build_caching
     from .latency import add_profile_only_fits, build_timing
     from .pricing import build_costs
@@ -313,12 +314,14 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             s.inside()
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))
             s.splice(SLICED["attribution"])
-            stage("workloads", lambda: con.execute(sql_text("workloads")))
+            stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
             s.inside()
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])
     elif any(p.new_loads.values()):
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
+    if days or any(p.new_loads.values()):
+        stage("audits", lambda: run_audits(con))  # the same invariants as a full build; a failure rolls back
     for t in ("incr_loads", "incr_touched", "incr_days", "incr_context_days", "incr_calls"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return days

@@ -23,7 +23,7 @@ from genai_prices.data_snapshot import find_provider_by_id, get_snapshot
 
 from phaselens.models.pricebook import SELF_HOSTED_PROVIDERS, PriceBook
 
-from .store import sql_text, transaction
+from .store import relation_exists, sql_text, transaction
 
 # phaselens provider name (see models/vocabulary.py) -> genai-prices provider id.
 GENAI_PROVIDER_IDS: dict[str, str] = {
@@ -259,14 +259,13 @@ def deployments_table(pricebook: PriceBook | None = None) -> pa.Table:
 _TEMP_TABLES = ("pricing_gpu_calls", "pricing_gpu_hours", "pricing_gpu_call_costs")
 
 
-def _has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(
-        con.execute(
-            "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
-            "SELECT view_name FROM duckdb_views()) WHERE n = ?",
-            [name],
-        ).fetchone()[0]
-    )
+def _unit_prices_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """call_unit_prices.sql; without its QUALIFY (a window over every call) when no price key has two rows
+    (no input-token tiers or time-of-day windows), where a call can join one row at most anyway."""
+    sql = sql_text("call_unit_prices")
+    unique = con.execute("SELECT count(*) = count(DISTINCT (provider, model, model_raw, day)) FROM price_table").fetchone()[0]
+    head, sep, _ = sql.partition("\nQUALIFY ")
+    return head + ";" if unique and sep else sql
 
 
 def build_costs(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None) -> None:
@@ -274,12 +273,12 @@ def build_costs(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None) -> 
     con.register("price_table", price_table(con, pricebook))
     con.register("pricing_deployments", deployments_table(pricebook))
     # Without the latency stage, phase times come from what the sources measured (vLLM reports them).
-    own_timing = not _has_relation(con, "call_timing")
+    own_timing = not relation_exists(con, "call_timing")
     with transaction(con):
         if own_timing:
             con.execute("CREATE TEMP VIEW call_timing AS SELECT call_id, prefill_s, decode_s FROM raw_calls")
         con.execute(sql_text("gpu_costs"))
-        con.execute(sql_text("call_unit_prices"))
+        con.execute(_unit_prices_sql(con))
         con.execute(sql_text("call_costs"))
         for name in _TEMP_TABLES:
             con.execute(f"DROP TABLE IF EXISTS {name}")

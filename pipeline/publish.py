@@ -21,10 +21,8 @@ never visible. The snapshot is a documented read model too (docs/dashboard.md).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
-import sys
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -34,7 +32,7 @@ import duckdb
 from phaselens.models.config import Config
 
 from .errors import StoreError
-from .store import sql_text
+from .store import relation_exists, sql_text
 
 FORMAT_VERSION = 1
 ALIAS = "published"
@@ -113,15 +111,6 @@ def current_snapshot(db_path: Path | str) -> Path | None:
     return None
 
 
-def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether a table or view `name` exists in the connection's current database."""
-    sql = (
-        "SELECT count(*) FROM (SELECT table_name AS n, database_name AS d FROM duckdb_tables() "
-        "UNION ALL SELECT view_name, database_name FROM duckdb_views()) WHERE n = ? AND d = current_database()"
-    )
-    return con.execute(sql, [name]).fetchone()[0] > 0
-
-
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -166,12 +155,31 @@ def whatif_config_json(config: Config) -> str:
 
 
 def store_basis(con: duckdb.DuckDBPyConnection) -> str:
-    """What the store's data stands at: its last build and its ingest ledger. A writer reads it before it changes
-    the store and passes it to `publish` with the days it changed; a snapshot records the basis it was made from.
+    """What the store's calls stand at: its last build and how many raw calls it holds (loads only add calls). A
+    writer reads it before it changes the store and passes it to `publish` with the days it changed; a snapshot
+    records the basis it was made from, so a publish that missed a change is caught and made a full one.
     """
     built = con.execute("SELECT max(value) FROM phaselens_meta WHERE key = 'built_at'").fetchall()[0][0]
-    loads, last = con.execute("SELECT count(*), max(finished_at) FROM raw_loads").fetchall()[0]
-    return f"built_at={built}|loads={loads}|last_load={last}"
+    calls = con.execute("SELECT count(*) FROM raw_calls").fetchall()[0][0]
+    return f"built_at={built}|calls={calls}"
+
+
+def build_days(result) -> list[date] | None:
+    """The days a build changed, for `publish(days=...)`: None (every day) after a full build."""
+    if getattr(result, "full", True):
+        return None
+    return [d for d in result.days_rebuilt if d is not None]
+
+
+def loaded_days(con: duckdb.DuckDBPyConnection, load_ids: Iterable[str]) -> list[date]:
+    """The UTC days of the calls that the loads `load_ids` stored, for `publish(days=...)` after an ingest."""
+    ids = sorted(set(load_ids))
+    if not ids:
+        return []
+    rows = con.execute(
+        "SELECT DISTINCT CAST(started_at AS DATE) FROM raw_calls WHERE load_id IN (SELECT unnest(?)) "
+        "AND started_at IS NOT NULL", [ids]).fetchall()
+    return sorted(r[0] for r in rows)
 
 
 def _day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
@@ -230,9 +238,17 @@ def _write_relations(
         body = select if relation_exists(con, source) else EMPTY_INPUTS[view]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {body}")
     con.execute(sql_text("sketch_macros").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _pl_calls AS SELECT * FROM requests WHERE {_calls_filter(days)}")
+    # the calls of the days being computed (the rollups never read the attributes or prefix hashes): a few days'
+    # calls are read once into a temp table; every day's are streamed from the view by each rollup instead, so a
+    # full publish does not hold the whole store
+    kind = "VIEW" if days is None else "TABLE"
+    con.execute(
+        f"CREATE OR REPLACE TEMP {kind} _pl_calls AS SELECT * EXCLUDE (attributes_json, prefix_hashes, prefix_tokens) "
+        f"FROM requests WHERE {_calls_filter(days)}"
+    )
     for name in PARTITION_FILES:
         con.execute(sql_text(name))
+    con.execute(f"DROP {kind} _pl_calls")
     _assemble_partitioned(con, days, previous)
     for name in ROLLUP_FILES:
         con.execute(sql_text(name))
@@ -354,23 +370,3 @@ def publish_store(db_path: Path | str, config: Config | None = None) -> Path:
     finally:
         con.close()
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m phaselens.pipeline.publish --db FILE`: publish a store's snapshot by hand."""
-    ap = argparse.ArgumentParser(description="Publish the dashboard snapshot of a phaselens store.")
-    ap.add_argument("--db", required=True, type=Path, help="Store file.")
-    ap.add_argument("--config", type=Path, help="Configuration with the SLOs to publish.")
-    args = ap.parse_args(argv)
-    from phaselens.models.config import load_config
-
-    try:
-        path = publish_store(args.db, load_config(args.config) if args.config else None)
-    except StoreError as e:
-        print(f"Error: {e.message}\n  fix: {e.fix}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,13 +13,10 @@ Responses follow the OTLP/HTTP specification: an ExportTraceServiceResponse in t
 
 from __future__ import annotations
 
-import argparse
 import hmac
 import itertools
 import logging
-import os
 import signal
-import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -27,7 +24,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from phaselens import __version__
-from phaselens.models import resolve_db
 
 from . import telemetry
 from .errors import PhaselensError, StoreError
@@ -270,29 +266,3 @@ def serve(db: Path | str, host: str = DEFAULTS["host"], port: int = DEFAULTS["po
         for s, handler in previous.items():
             signal.signal(s, handler)
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m phaselens.pipeline.receiver --db FILE [--port N ...]`: the receiver without the CLI wiring."""
-    ap = argparse.ArgumentParser(description="Receive OTLP/HTTP traces into a phaselens store.")
-    ap.add_argument("--db", type=Path, help="Store file; default $PHASELENS_DB, else ./phaselens.duckdb.")
-    ap.add_argument("--host", default=DEFAULTS["host"], help="Address to bind; 0.0.0.0 must be asked for.")
-    ap.add_argument("--port", type=int, default=DEFAULTS["port"], help="Port (0 = any free port).")
-    ap.add_argument("--token", default=os.environ.get(TOKEN_ENV), help=f"Required bearer token; default ${TOKEN_ENV}.")
-    ap.add_argument("--max-body-bytes", type=int, default=DEFAULTS["max_body_bytes"], help="Largest body, bytes.")
-    ap.add_argument("--flush-seconds", type=float, default=DEFAULTS["flush_seconds"], help="Seconds between loads.")
-    ap.add_argument("--flush-spans", type=int, default=DEFAULTS["flush_spans"], help="Load early at this many spans.")
-    ap.add_argument("--spool-dir", type=Path, help="Spool folder; default <db>.spool.")
-    ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        serve(resolve_db(args.db), args.host, args.port, args.token, args.max_body_bytes, args.flush_seconds,
-              args.flush_spans, args.spool_dir)
-    except PhaselensError as e:
-        print(f"Error: {e.message}" + (f"\n  fix: {e.fix}" if e.fix else ""), file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,7 +28,7 @@ from phaselens.models.reconcile import ReconcileSettings
 
 from .errors import StoreError
 from .pricing import UNIT_PRICE, price_rows
-from .store import sql_text, transaction
+from .store import relation_exists, sql_text, transaction
 
 CAUSES: tuple[str, ...] = (
     "ok",
@@ -51,13 +51,6 @@ LIST_PRICES_SCHEMA = pa.schema(
 )
 REQUIRED_TABLES = ("call_costs", "call_workload")
 TEMP_TABLES = ("rc_line_days", "rc_billed", "rc_call_cells", "rc_cell_sources")
-
-
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(con.execute(
-        "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
-        "SELECT view_name FROM duckdb_views()) WHERE n = ?", [name],
-    ).fetchone()[0])
 
 
 def _settings_table(con: duckdb.DuckDBPyConnection, settings: ReconcileSettings) -> None:
@@ -103,7 +96,7 @@ def build_reconciliation(
     con: duckdb.DuckDBPyConnection, settings: ReconcileSettings | None = None, pricebook: PriceBook | None = None,
 ) -> None:
     """Rebuild `reconciliation`, `allocated_costs`, `untraced_costs` and `invoice_costs` (USD, exact DECIMAL)."""
-    missing = [t for t in REQUIRED_TABLES if not _has_table(con, t)]
+    missing = [t for t in REQUIRED_TABLES if not relation_exists(con, t)]
     if missing:
         raise StoreError(f"reconciliation needs {', '.join(missing)}, which the store lacks",
                          "run `phaselens build` (it prices the calls and assigns workloads first)")
@@ -130,7 +123,7 @@ def reconcile_rows(
     con: duckdb.DuckDBPyConnection, since: date | datetime | None = None, until: date | datetime | None = None,
 ) -> tuple[list[str], list[tuple]]:
     """The `reconciliation` rows whose UTC day overlaps [since, until), ordered by provider, model, day, token type."""
-    if not _has_table(con, "reconciliation"):
+    if not relation_exists(con, "reconciliation"):
         raise StoreError("the store has no reconciliation yet", "run `phaselens build` after ingesting billing exports")
     from .read_model import RECONCILIATION_SQL
 

@@ -33,13 +33,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from phaselens.models.run import REPORT_FORMATS, Period, resolve_period
-from phaselens.models.text import csv_cell, md_text
+from phaselens.models.text import csv_cell, md_text, ms, num, pct, secs, usd
 
 from . import telemetry
 from .errors import PhaselensError, StoreError
 from .read_model import (
     CALLS_WITH_HEADLINE_COST, COST_HEADLINE, PERCENTILE_METHOD, RECONCILIATION_PERIOD, WORKLOADS_SQL, workload_rows,
 )
+from .store import relation_exists
 
 # A workload "moved" when a number changed by at least this share (and money by at least MOVE_MIN_USD).
 MOVE_MIN_CHANGE = 0.10
@@ -93,12 +94,6 @@ SELECT count(*), count(*) FILTER (WHERE timing_source = 'estimated'), count(*) F
        count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE ttft_s IS NULL AND decode_s IS NULL)
 FROM requests WHERE started_at >= $s AND started_at < $u
 """
-
-
-def _relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    sql = ("SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
-           "SELECT view_name FROM duckdb_views()) WHERE n = ?")
-    return con.execute(sql, [name]).fetchall()[0][0] > 0
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> list[dict[str, Any]]:
@@ -172,7 +167,7 @@ RECONCILIATION_WHERE = RECONCILIATION_PERIOD
 
 def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any] | None:
     """The period's reconciliation cells, per-provider summary, gaps and invoice-true cost; None without billing data."""
-    if not _relation_exists(con, "reconciliation"):
+    if not relation_exists(con, "reconciliation"):
         return None
     have = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE reconciliation)").fetchall()}
     args = {"since": p.start, "until": p.end}
@@ -189,14 +184,14 @@ def _reconciliation(con: duckdb.DuckDBPyConnection, p: Period) -> dict[str, Any]
                   key=lambda r: (-abs(r.get("cost_delta_usd") or 0), r["provider"], r["model"] or "", r["day"],
                                  r["token_type"]))
     invoice = []
-    if _relation_exists(con, "invoice_costs"):
+    if relation_exists(con, "invoice_costs"):
         invoice = _rows(con, """
             SELECT r.workload, sum(r.cost_usd) AS estimated, sum(i.cost_usd_invoice) AS invoice
             FROM requests r LEFT JOIN invoice_costs i USING (call_id)
             WHERE r.started_at >= $since AND r.started_at < $until GROUP BY r.workload
             ORDER BY invoice DESC NULLS LAST, r.workload""", args)
     untraced = None
-    if _relation_exists(con, "untraced_costs"):
+    if relation_exists(con, "untraced_costs"):
         untraced = con.execute(f"SELECT sum(untraced_cost_usd) FROM untraced_costs WHERE {RECONCILIATION_WHERE}",
                                args).fetchall()[0][0]
     return {"table": table, "providers": providers, "gaps": gaps[:GAP_ROWS], "gap_count": len(gaps),
@@ -223,7 +218,7 @@ METHOD_NOTE = (f"Cost is {COST_HEADLINE} (list or price-book price); percentiles
 
 def gather(con: duckdb.DuckDBPyConnection, period: Period) -> dict[str, Any]:
     """Everything a report shows for `period` (money in USD, times in seconds), read from the built store."""
-    if not _relation_exists(con, "workloads"):
+    if not relation_exists(con, "workloads"):
         raise StoreError("the store has not been built yet", "run `phaselens build` after `phaselens ingest`")
     previous = period.previous()
     current, before = _workloads(con, period), _workloads(con, previous)
@@ -247,39 +242,6 @@ def gather(con: duckdb.DuckDBPyConnection, period: Period) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- formatting
-
-
-def usd(x: Any, signed: bool = False) -> str:
-    """USD with 2 decimals from $1 up, 4 below; `signed` puts + or - in front."""
-    if x is None:
-        return "n/a"
-    x = Decimal(str(x)) if isinstance(x, float) else Decimal(x)
-    sign = ("+" if x > 0 else "-" if x < 0 else "") if signed else ("-" if x < 0 else "")
-    body = f"{abs(x):,.2f}" if abs(x) >= 1 or x == 0 else f"{abs(x):,.4f}"
-    return f"{sign}${body}"
-
-
-def pct(x: float | None, signed: bool = False) -> str:
-    """A share or change as a whole percentage; `signed` puts + or - in front of a non-zero change."""
-    if x is None:
-        return "n/a"
-    whole = round(100 * float(x))
-    return f"{whole:+d}%" if signed and whole else f"{abs(whole) if whole == 0 else whole}%"
-
-
-def secs(x: float | None) -> str:
-    """Seconds as `350 ms` below one second, `2.40 s` above."""
-    return "n/a" if x is None else f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
-
-
-def ms(x: float | None) -> str:
-    """Seconds per token as milliseconds with one decimal."""
-    return "n/a" if x is None else f"{x * 1000:.1f} ms"
-
-
-def num(x: Any) -> str:
-    """A count with thousands separators."""
-    return "n/a" if x is None else f"{int(x):,}"
 
 
 def md_cell(x: Any) -> str:

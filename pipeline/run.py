@@ -12,13 +12,11 @@ error, 3 another run (or process) holds the lock or the store, 4 the build, publ
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import glob
 import hashlib
 import logging
 import os
-import sys
 import time
 import traceback
 from collections.abc import Iterator
@@ -36,6 +34,7 @@ from phaselens.models.run import RunSettings, resolve_period
 from . import telemetry
 from .errors import ConfigError, PhaselensError, StoreError
 from .load import FileResult, expand_paths
+from .store import relation_exists
 
 EXIT_OK, EXIT_FILES_FAILED, EXIT_CONFIG, EXIT_LOCKED, EXIT_FAILED = 0, 1, 2, 3, 4
 EXIT_CODES = {
@@ -204,24 +203,28 @@ def _fingerprint(con: duckdb.DuckDBPyConnection, config: Config) -> str:
 
 
 def _needs_build(con: duckdb.DuckDBPyConnection, fingerprint: str) -> bool:
-    built = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'workloads'").fetchall()[0][0]
+    built = relation_exists(con, "workloads")
     row = con.execute("SELECT value FROM phaselens_meta WHERE key = 'run_build_fingerprint'").fetchall()
     return not built or not row or row[0][0] != fingerprint
 
 
-def _build_and_publish(con, cfg: Config, settings: RunSettings, log: logging.Logger) -> bool:
+def _build_and_publish(con, cfg: Config, settings: RunSettings, log: logging.Logger, since: str | None = None) -> bool:
+    """Build and publish when there is something new; `since` is the store's basis before this run loaded files,
+    so the snapshot computes only the days the build recomputed (pipeline/publish.py)."""
     from .build import build
-    from .publish import publish
+    from .publish import build_days, publish, store_basis
 
     fingerprint = _fingerprint(con, cfg)
     if not _needs_build(con, fingerprint):
         log.info("build skipped: nothing new since the last build with this configuration")
         return False
+    since = store_basis(con) if since is None else since
     b = build(con, cfg)
     log.info("built %s calls into %s workloads (%s estimated timing, %s unpriced)",
              f"{b.calls:,}", b.workloads, f"{b.estimated_calls:,}", f"{b.unpriced_calls:,}")
     if settings.publish:
-        log.info("published dashboard snapshot %s", publish(con, settings.db, cfg))
+        log.info("published dashboard snapshot %s",
+                 publish(con, settings.db, cfg, days=build_days(b), since=since))
     # recorded last: after a failed publish the next run builds and publishes again
     con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES ('run_build_fingerprint', ?)", [fingerprint])
     return True
@@ -229,6 +232,7 @@ def _build_and_publish(con, cfg: Config, settings: RunSettings, log: logging.Log
 
 def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.Logger, now: datetime | None) -> RunResult:
     from .load import ingest
+    from .publish import store_basis
     from .report import write_report
     from .store import connect
 
@@ -241,6 +245,7 @@ def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.L
         log.info("%d source files: %d unchanged since their last load (not read), %d to check",
                  len(files), len(same), len(todo))
         stats = {str(f): _stat(f) for f in todo}  # before loading: a file that grows meanwhile is read again next run
+        since = store_basis(con)
 
         def on_file(r: FileResult, i: int, n: int) -> None:
             counts = f"{r.accepted:,} stored, {r.duplicates:,} duplicate, {r.rejected:,} rejected, {r.skipped:,} skipped"
@@ -256,7 +261,7 @@ def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.L
                 "failed_files": failed, "calls": sum(r.accepted for r in loaded if r.kind == "calls"),
                 "billing_lines": sum(r.accepted for r in loaded if r.kind == "billing"), "log_file": settings.log_file}
         try:
-            built = _build_and_publish(con, cfg, settings, log)
+            built = _build_and_publish(con, cfg, settings, log, since)
             last = con.execute("SELECT max(started_at) FROM raw_calls").fetchall()[0][0]
             period = resolve_period(settings.report_period, now or _now(), latest=last)
             out = settings.report_dir / period.label
@@ -310,16 +315,3 @@ def run_batch(config_path: Path | str, *, now: datetime | None = None) -> RunRes
             span.set_attributes({"exit_code": result.exit_code, "new_files": len(result.new_files)})
         return result
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m phaselens.pipeline.run --config FILE`: the same as `phaselens run`."""
-    ap = argparse.ArgumentParser(description="One incremental phaselens batch: ingest new files, build, report.")
-    ap.add_argument("--config", required=True, type=Path, help="Configuration file with a [run] section.")
-    args = ap.parse_args(argv)
-    result = run_batch(args.config)
-    print(result.summary, file=sys.stdout if result.exit_code in (EXIT_OK, EXIT_FILES_FAILED) else sys.stderr)
-    return result.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

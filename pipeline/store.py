@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from phaselens.models.vocabulary import sql_macros
+from phaselens.models.vocabulary import expand_sql_rules, sql_macros
 from phaselens.models import BillingLine, LlmCall, Reject, Settings
 from phaselens.models.schema import create_table_sql
 
@@ -50,8 +50,21 @@ META_DDL = "CREATE TABLE IF NOT EXISTS phaselens_meta (key VARCHAR PRIMARY KEY, 
 
 
 def sql_text(name: str) -> str:
-    """The text of `pipeline/sql/<name>.sql`."""
-    return resources.files("phaselens.pipeline").joinpath("sql", f"{name}.sql").read_text()
+    """The text of `pipeline/sql/<name>.sql`, with the shared rules it calls (`default_workload(hint, service)`,
+    `itl_split(decode, output_tokens)`) written out from their one definition (`models.vocabulary.SQL_RULES`),
+    so the SQL runs on any engine."""
+    return expand_sql_rules(resources.files("phaselens.pipeline").joinpath("sql", f"{name}.sql").read_text())
+
+
+def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether a table or view `name` exists in the store (the connection's current database) or among the
+    connection's temporary relations (registered Arrow data included); an attached database's do not count."""
+    sql = (
+        "SELECT count(*) FROM (SELECT table_name AS n, database_name AS d FROM duckdb_tables() "
+        "UNION ALL SELECT view_name, database_name FROM duckdb_views() WHERE NOT internal) "
+        "WHERE n = ? AND d IN (current_database(), 'temp')"
+    )
+    return con.execute(sql, [name]).fetchone()[0] > 0
 
 
 def connect(db: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:

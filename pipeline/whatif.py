@@ -31,6 +31,7 @@ from phaselens.models.pricebook import PriceBook
 from phaselens.models.whatif import WhatIfSettings
 
 from .errors import PhaselensError
+from .store import relation_exists
 
 MIN_RESIDUALS = 20  # measured calls a target needs before its own spread is used
 MAX_RESIDUALS = 200  # residual pairs kept (the replay is calls x residuals)
@@ -340,10 +341,7 @@ def whatif(
     """What `workload`'s calls of [since, until) would take and cost on each target, beside what they got."""
     settings = settings or WhatIfSettings()
     book = pricebook or PriceBook()
-    have = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'whatif_calls' AND database_name = current_database()"
-    ).fetchone()[0]
-    if not have:
+    if not relation_exists(con, "whatif_calls"):
         raise PhaselensError("the store has no what-if replay set yet", "run `phaselens build` (it writes whatif_calls)")
     if not targets:
         raise PhaselensError("no target given", "add --to PROVIDER/MODEL, e.g. --to openai/gpt-4o")

@@ -52,3 +52,21 @@ def test_models_imports_nothing_above_it():
         if module == "phaselens" or module.startswith(ABOVE) or module.split(".")[0] in {"ingest", "pipeline", "app"}
     ]
     assert violations == []
+
+
+LIBRARY = [ROOT / d for d in ("models", "ingest", "pipeline", "app")]
+
+
+def test_no_library_module_carries_its_own_command_line():
+    """Command lines live in phaselens/cli.py (and bench/ or sample_logs/ scripts), not in library modules."""
+    found = []
+    for folder in LIBRARY:
+        for path in sorted(folder.rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            if any(m == "argparse" for _, m in imported_modules(path)):
+                found.append(f"{path.relative_to(ROOT)} imports argparse")
+            for node in tree.body:
+                test = getattr(node, "test", None)
+                if isinstance(node, ast.If) and isinstance(test, ast.Compare) and ast.unparse(test.left) == "__name__":
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} has a __main__ block")
+    assert found == []

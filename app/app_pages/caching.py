@@ -56,9 +56,9 @@ else:
                                          "measure", "measure", grouped=True, percent=True), width="stretch")
     table(rows, {
         "workload": "Workload", "calls": count_col("Calls"),
-        "reuse_share": pct_col("Reusable (possible)", help="Input tokens repeating a prefix sent within the lifetime."),
-        "achieved_share": pct_col("Read from cache (achieved)", help="Input tokens the provider reported as cache reads."),
-        "usd_now": usd_col("Input now (USD)"), "usd_with_cache": usd_col("With a cache (USD)"),
+        "reuse_share": pct_col("Possible", help="Reusable: input tokens repeating a prefix sent within the lifetime."),
+        "achieved_share": pct_col("Achieved", help="Input tokens the provider reported as read from its cache."),
+        "usd_now": usd_col("Input now (USD)"), "usd_with_cache": usd_col("With cache (USD)"),
         "usd_saved": usd_col("Saved (USD)"), "ttft_saved_p50_s": seconds_col("TTFT saved p50 (s)"),
     })
     notes = rows.dropna(subset=["note"])

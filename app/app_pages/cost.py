@@ -64,10 +64,11 @@ if not no_calls(ctx):
     st.caption(f"Cost {label}; the estimate at list price for comparison.")
     table(shown, {
         "series": GROUPS[group], "calls": count_col("Calls"), "cost_usd_best": usd_col("Cost (USD)"),
-        "input_cost_usd_best": usd_col("Input / prefill (USD)"), "output_cost_usd_best": usd_col("Output / decode (USD)"),
-        "invoice_calls": count_col("Invoice-true calls", help="Calls whose cost comes from reconciled billing."),
-        "cost_usd_invoice": usd_col("Invoice-true (USD)"), "cost_usd": usd_col("Estimated at list price (USD)"),
-        "unpriced_calls": count_col("Calls without a price"),
+        "input_cost_usd_best": usd_col("Input (USD)", help="Input side: the prefill phase."),
+        "output_cost_usd_best": usd_col("Output (USD)", help="Output side: the decode phase."),
+        "invoice_calls": count_col("Billed calls", help="Calls whose cost is invoice-true (reconciled billing)."),
+        "cost_usd_invoice": usd_col("Invoice-true (USD)"),
+        "cost_usd": usd_col("List price (USD)", help="Every priced call at its list, price-book or GPU-hour cost."),
     })
 
     if queries.has_relation(ctx.snapshot, "reconciliation"):

@@ -52,10 +52,10 @@ else:
     table(gaps, {
         "source": "Source", "instrumentation": "Instrumentation", "calls": count_col("Calls"),
         "streamed_calls": count_col("Streamed calls"),
-        "cache_counts_missing_share": pct_col("No cache counts", bar=True),
-        "ttft_missing_streamed_share": pct_col("No TTFT (streamed)", bar=True),
-        "streaming_flag_missing_share": pct_col("No streaming flag", bar=True),
-        "gaps": text_col("What the source loses", width="large"),
+        "cache_counts_missing_share": pct_col("No cache counts", help="Share of calls without cache token counts."),
+        "ttft_missing_streamed_share": pct_col("No TTFT", help="Share of streamed calls without a first-token time."),
+        "streaming_flag_missing_share": pct_col("No stream flag", help="Share of calls that do not say whether they streamed."),
+        "gaps": text_col("What the source loses"),
     })
     st.caption("Per instrumentation (OTLP scope name and version, or the adapter for gateway logs and benchmark "
                "exports). `phaselens loads --gaps` lists the same; docs/store.md describes each share.")
@@ -94,10 +94,10 @@ loads = queries.load_table(ctx.snapshot, "loads")
 if loads.empty:
     empty_state("Nothing loaded yet.", f"`phaselens ingest PATH --db {ctx.db}` reads traces and billing exports.")
 else:
-    shown = loads.assign(file=loads["file"].map(lambda f: short_path(f, 60) if isinstance(f, str) else f))
+    shown = loads.assign(file=loads["file"].map(lambda f: short_path(f, 36) if isinstance(f, str) else f))
     table(shown, {
         "finished_at": st.column_config.DatetimeColumn("Finished (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "file": text_col("File", help="Long paths are cut in the middle; the file name is always whole."),
-        "adapter": "Format", "kind": "Kind", "status": "Status", "accepted": count_col("Accepted"),
+        "adapter": "Format", "status": "Status", "accepted": count_col("Accepted"),
         "duplicates": count_col("Duplicates"), "rejected": count_col("Rejected"), "skipped": count_col("Skipped"),
-        "message": text_col("Message", width="large")})
+        "message": text_col("Message")})

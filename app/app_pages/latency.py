@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, count_col, in_ms, ms_col, no_calls, number_col, pct_col, table
+from phaselens.app.ui import context, count, count_col, in_ms, md_text, ms_col, no_calls, number_col, pct_col, table
 from phaselens.pipeline.read_model import PERCENTILE_METHOD
 
 SLO_METRICS = {"ttft_p95_s": "TTFT p95", "ttft_p50_s": "TTFT p50", "itl_p95_s": "ITL p95", "itl_p50_s": "ITL p50",
@@ -14,17 +14,20 @@ SLO_METRICS = {"ttft_p95_s": "TTFT p95", "ttft_p50_s": "TTFT p50", "itl_p95_s": 
 GROUPS = {"model": "provider/model", "provider": "provider", "workload": "workload", "team": "team"}
 
 
-def url_slos() -> list[tuple[str, str, float]]:
-    """SLOs added in the dashboard, kept in the URL as `slo=workload|metric|max_s`."""
-    out = []
+def url_slos() -> tuple[list[tuple[str, str, float]], list[str]]:
+    """SLOs added in the dashboard, kept in the URL as `slo=workload|metric|max_s`, and the ones that could not
+    be read."""
+    out, bad = [], []
     for item in st.query_params.get_all("slo"):
         parts = item.split("|")
         try:
             if len(parts) == 3 and parts[1] in SLO_METRICS and float(parts[2]) > 0:
                 out.append((parts[0], parts[1], float(parts[2])))
+                continue
         except ValueError:
-            continue
-    return out
+            pass
+        bad.append(item)
+    return out, bad
 
 
 ctx = context()
@@ -34,7 +37,7 @@ if not no_calls(ctx):
     pc = queries.load_percentiles(ctx.snapshot, ctx.filters, ctx.bin, group)
     st.caption(f"p50 (solid) and p95 (dashed) per {ctx.bin} (UTC); percentiles: {PERCENTILE_METHOD}.")
     # TTFT in seconds and ITL in milliseconds, each on its own axis
-    for metric, name, unit, scale in [("ttft_s", "TTFT", "s", 1.0), ("itl_s", "ITL", "ms per output token", 1000.0)]:
+    for metric, name, unit, scale in [("ttft_s", "TTFT", "s", 1.0), ("itl_s", "ITL", "ms per token", 1000.0)]:
         d = pc[pc["metric"] == metric]
         st.subheader(f"{name} over time")
         if d.empty:
@@ -48,7 +51,11 @@ if not no_calls(ctx):
     configured = queries.load_table(ctx.snapshot, "slos")
     configured_slos = [tuple(r) for r in configured[["workload", "metric", "max_s"]].itertuples(index=False)] \
         if len(configured) else []
-    slos = configured_slos + [s for s in url_slos() if s not in configured_slos]
+    linked, unreadable = url_slos()
+    for item in unreadable:
+        st.warning(f"The link's `slo={md_text(item)}` is not `workload|metric|max_s` with a metric among "
+                   f"{', '.join(SLO_METRICS)} and a limit in seconds above 0, so it is not shown.")
+    slos = configured_slos + [s for s in linked if s not in configured_slos]
     workloads = queries.load_dimensions(ctx.snapshot).query("dimension == 'workload'")["value"].tolist()
     with st.expander("Add an SLO (kept in the link)", expanded=not slos):
         c = st.columns([3, 2, 2, 1])
@@ -94,16 +101,16 @@ if not no_calls(ctx):
         fits["model"] = fits["provider"] + "/" + fits["model"]
         fits["ttft_ms_per_1k"] = pd.to_numeric(fits["ttft_s_per_uncached_token"], errors="coerce") * 1e6
         table(fits, {
-            "model": "Provider/model", "kind": "Kind", "method": "Method",
-            "n_fit": count_col("Fitted on (calls)"), "n_holdout": count_col("Held out (calls)"),
+            "model": "Provider/model", "method": "Method",
+            "n_fit": count_col("Fitted on (calls)", help="Calls the model was fitted on; more were held out to test it."),
             "ttft_intercept_s": ms_col("TTFT base (ms)"),
-            "ttft_ms_per_1k": ms_col("TTFT per 1k uncached input tokens (ms)"),
-            "decode_s_per_output_token": ms_col("Decode per output token (ms)"),
-            "r2_ttft": number_col("R² TTFT", 0.01), "r2_decode": number_col("R² decode", 0.01),
-            "holdout_mape_ttft": pct_col("Held-out error TTFT", help="Mean absolute percentage error on held-out calls."),
-            "holdout_mape_decode": pct_col("Held-out error decode", help="Mean absolute percentage error on held-out calls."),
-            "n_estimated": count_col("Calls estimated with it"),
-            "note": "Note",
+            "ttft_ms_per_1k": ms_col("TTFT per 1k input (ms)", help="Per 1,000 uncached input tokens."),
+            "decode_s_per_output_token": ms_col("Decode per token (ms)"),
+            "holdout_mape_ttft": pct_col("Error TTFT", help="Mean absolute percentage error on held-out calls."),
+            "holdout_mape_decode": pct_col("Error decode", help="Mean absolute percentage error on held-out calls."),
         })
+        notes = fits[fits["note"].fillna("").astype(str).str.strip() != ""]
+        if len(notes):
+            st.text("\n".join(f"{r.model}: {r.note}" for r in notes.itertuples()))
     else:
         st.caption("No latency fits published yet: `phaselens build` fits them.")

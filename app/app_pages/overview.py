@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, count_col, in_ms, millis, ms_col, no_calls, pct, pct_col, seconds, seconds_col, table, usd, usd_col
+from phaselens.app.ui import (context, count, count_col, in_ms, millis, ms_col, no_calls, pct, pct_col, seconds,
+                             seconds_col, table, text_col, usd, usd_col)
 from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
 
 ctx = context()
@@ -57,13 +58,12 @@ if not no_calls(ctx):
         shape_class=wl["shape_class"].map(lambda v: v.replace("_", " ") if isinstance(v, str) else v))
     table(shown, {
         "workload": "Workload",
-        "dominant_latency_phase": "Dominant phase (time)",
-        "dominant_cost_phase": "Dominant phase (money)",
         "calls": count_col("Calls"),
         "cost_usd_best": usd_col("Cost (USD)", help=COST_HEADLINE.capitalize()),
-        "prefill_time_share": pct_col("Prefill share of time", bar=True),
-        "prefill_cost_share": pct_col("Prefill share of cost", bar=True),
+        "dominant_latency_phase": text_col("Dominant: time", help="The phase that dominates the time."),
+        "dominant_cost_phase": text_col("Dominant: money", help="The phase that dominates the money."),
+        "prefill_time_share": pct_col("Prefill: time", help="Prefill share of the time of calls with both phases timed."),
+        "prefill_cost_share": pct_col("Prefill: cost", help="Input-side (prefill) share of the cost."),
         "ttft_p95_s": seconds_col("TTFT p95 (s)"),
         "itl_p50_s": ms_col("ITL p50 (ms)"),
-        "shape_class": "Shape",
     })

@@ -11,7 +11,7 @@ from phaselens.app.ui import (context, count, count_col, empty_state, pct, pct_c
                              usd_col, words)
 
 MONEY = {"billed_cost_usd": usd_col("Billed (USD)"), "estimated_cost_usd": usd_col("Estimated (USD)"),
-         "cost_delta_usd": usd_col("Billed − estimated (USD)")}
+         "cost_delta_usd": usd_col("Gap (USD)", help="Billed − estimated.")}
 
 ctx = context()
 st.title("Reconciliation")
@@ -68,10 +68,14 @@ else:
         table(cells, {
             "day": st.column_config.DateColumn("Day (UTC)"), "provider": "Provider", "model": "Model",
             "token_type": "Token type", "cause": "Cause", **MONEY,
-            "token_coverage": pct_col("Token coverage (traced / billed)"),
-            "billed_tokens": count_col("Billed (tokens)"), "traced_tokens": count_col("Traced (tokens)"),
-            "status": "Status", "explanation": text_col("Explanation", width="large"),
+            "token_coverage": pct_col("Token coverage", help="Traced tokens over billed tokens."),
         })
+        why = cells[cells["explanation"].fillna("").astype(str).str.strip() != ""]
+        if len(why):
+            with st.expander(f"Why, cell by cell ({count(len(why))} explanations)", expanded=True):
+                # whole sentences, never cut by a column's width; provider and model names are text
+                st.text("\n".join(f"{r.day:%Y-%m-%d} {r.provider}/{r.model} {r.token_type}: {r.explanation}"
+                                   for r in why.itertuples()))
 
         st.subheader("Untraced bucket")
         untraced = r["untraced_cells"]

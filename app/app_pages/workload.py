@@ -9,7 +9,7 @@ import streamlit as st
 
 from phaselens.app import charts, queries
 from phaselens.app.ui import (context, count, count_col, empty_state, in_ms, md_text, millis, ms_col, no_calls, pct,
-                             seconds, seconds_col, table, text_col, text_or_dash, usd, usd_col)
+                             seconds, seconds_col, table, text_col, text_or_dash, usd, usd_col, words)
 from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
 
 COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
@@ -69,6 +69,9 @@ if not no_calls(ctx):
     wl = queries.load_workload_phases(ctx.snapshot, ctx.filters)
     names = wl["workload"].tolist()
     wanted = st.query_params.get("detail")
+    if wanted and wanted not in names and not st.session_state.get("detail_workload"):
+        st.warning(f"The link asked for workload `{md_text(wanted)}`, which is not in the filtered data; showing "
+                   f"`{md_text(names[0])}` instead.")
     if st.session_state.get("detail_workload") not in names:
         st.session_state["detail_workload"] = wanted if wanted in names else names[0]
     name = st.selectbox("Workload", names, key="detail_workload")
@@ -97,7 +100,7 @@ if not no_calls(ctx):
         if isinstance(row.get("cost_diagnosis"), str):
             st.text(f"Money: {row['cost_diagnosis']}")
             st.success(f"Lever for money: {md_text(row['cost_lever'])}")
-        st.caption(f"Shape: {row['shape_class']}; cause: {row['cause']}. Median {count(row['input_tokens_p50'])} input "
+        st.caption(f"Shape: {words(text_or_dash(row['shape_class']))}; cause: {words(text_or_dash(row['cause']))}. Median {count(row['input_tokens_p50'])} input "
                    f"and {count(row['output_tokens_p50'])} output tokens per call. The diagnosis covers the whole store.")
     else:
         empty_state("No diagnosis for this workload yet.", f"Run `phaselens build --db {ctx.db}` to derive it.")
@@ -134,8 +137,9 @@ if not no_calls(ctx):
     if long["usd"].fillna(0).sum() == 0:
         st.info("No priced call in this workload: add its model to the price book (see Data health).")
     else:
-        st.altair_chart(charts.stacked_area_chart(long, "usd", "bucket", f"cost per {ctx.bin} (USD, estimated)",
-                                                  "token bucket"), width="stretch")
+        st.altair_chart(charts.stacked_area_chart(long, "usd", "bucket", f"cost per {ctx.bin} (USD)",
+                                                  "token bucket", value_format="$,.2f"), width="stretch")
+        st.caption("Estimated cost: list or price-book prices times each bucket's tokens.")
 
     st.subheader("Calls behind it (sample)")
     sample = queries.load_sample_calls(ctx.snapshot, f)
@@ -146,13 +150,13 @@ if not no_calls(ctx):
         "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "picked_as": text_col("Picked as", help="Why this call is in the sample: latest, slowest to first token "
                                                 "or most expensive."),
-        "model": "Provider/model", "team": "Team",
+        "model": "Provider/model",
         "input_tokens": count_col("Input (tokens)"), "output_tokens": count_col("Output (tokens)"),
-        "cache_read_tokens": count_col("Cache read (tokens)"),
+        "cache_read_tokens": count_col("Cached (tokens)", help="Input tokens read from the provider's cache."),
         "ttft_s": seconds_col("TTFT (s)"), "itl_s": ms_col("ITL (ms)"), "e2e_s": seconds_col("e2e (s)"),
-        "cost_usd": usd_col("Cost (USD)"), "timing_source": "Timing", "status": "Status",
+        "cost_usd": usd_col("Cost (USD)"),
     })
     with st.expander("Where each call came from"):
         table(sample, {"started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
-                       "call_id": "Call id", "trace_id": "Trace id", "source": "Source",
+                       "status": "Status", "team": "Team", "timing_source": "Timing", "call_id": "Call id", "source": "Source",
                        "source_locator": "File and record"})

@@ -168,10 +168,10 @@ elif step == "build":
         result = build(con, Config())
         out["build_mode"] = "full (no incremental build)"
     out["seconds"] = {k: round(v, 2) for k, v in result.seconds.items()}
-    days = getattr(result, "rebuilt_days", None)
-    if days is None:
-        days = getattr(result, "days", None)
+    from phaselens.pipeline.publish import build_days
+    days = build_days(result)  # None after a full build: the publish computes every day
     out["days"] = None if days is None else sorted(str(d) for d in days)
+    out["full"], out["reason"] = getattr(result, "full", True), getattr(result, "reason", "")
 elif step == "publish":
     from datetime import date
     from phaselens.pipeline.publish import publish
@@ -240,7 +240,7 @@ def run(days: int, n: int, seed: int, log) -> dict:
         r["baseline_day_s"] = measured("baseline", str(db), f"bench-d{days}")["wall_s"]
         b = measured("build", str(db), "incremental")
         r["day_build_s"], r["day_build_peak_mb"], r["day_build_days"] = b["wall_s"], b["peak_mb"], b["days"]
-        r["day_build_stages"] = b["seconds"]
+        r["day_build_stages"], r["day_build_full"], r["day_build_reason"] = b["seconds"], b["full"], b["reason"]
         p = measured("publish", str(db), json.dumps(b["days"]), b["basis"]) if b["days"] is not None else \
             measured("publish", str(db))
         r["day_publish_s"], r["day_publish_computed"] = p["wall_s"], p["computed_days"]
@@ -253,6 +253,7 @@ def run(days: int, n: int, seed: int, log) -> dict:
         r["baseline_late_s"] = measured("baseline", str(db), f"bench-late-d{late_day}")["wall_s"]
         b = measured("build", str(db), "incremental")
         r["late_build_s"], r["late_build_peak_mb"], r["late_build_days"] = b["wall_s"], b["peak_mb"], b["days"]
+        r["late_build_full"] = b["full"]
         p = measured("publish", str(db), json.dumps(b["days"]), b["basis"]) if b["days"] is not None else \
             measured("publish", str(db))
         r["late_publish_s"], r["late_publish_computed"] = p["wall_s"], p["computed_days"]

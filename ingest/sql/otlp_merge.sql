@@ -11,7 +11,10 @@
 --      context did not reach it) and the instrumentation span of another trace, same service and model, that
 --      encloses it (started no later, ended no more than 50 ms before it), no conflicting response id: each
 --      takes the other as nearest (the SDK span the latest-started enclosing span, that span the
---      earliest-started SDK span it encloses), so each call pairs once even under concurrency.
+--      earliest-started SDK span it encloses), so each call pairs once even under concurrency;
+--   5. disaggregated serving: an engine span on a prefill worker (vLLM `llm_request` with one output token,
+--      SGLang "prefill Req ...") and one of the same model on a decode worker with the same request id
+--      (`gen_ai.request.id`) or bootstrap room, in any trace: each decode span takes the nearest such prefill span.
 CREATE OR REPLACE TEMP TABLE otlp_ok AS
 SELECT *, {{SDK_SCOPE}} AS _sdk FROM otlp_spans WHERE _kind = 'call' AND _reason IS NULL;
 
@@ -57,6 +60,17 @@ stream_req AS (
   WHERE s._start_ns - r._end_ns < 5000000000
   QUALIFY row_number() OVER (PARTITION BY r.trace_id, r.span_id ORDER BY s._start_ns) = 1
 ),
+engine AS (
+  SELECT * FROM otlp_ok WHERE convention IN ('vllm', 'sglang')
+),
+disagg AS (
+  SELECT p.trace_id AS p_trace, p.span_id AS p_span, d.trace_id AS d_trace, d.span_id AS d_span
+  FROM engine p JOIN engine d
+    ON p._prefill_side AND NOT d._prefill_side AND p.model = d.model
+   AND (p._request_id = d._request_id OR p._room = d._room)
+   AND d._end_ns >= p._start_ns AND abs(d._start_ns - p._start_ns) < 600000000000
+  QUALIFY row_number() OVER (PARTITION BY d.trace_id, d.span_id ORDER BY abs(d._start_ns - p._start_ns), p.span_id) = 1
+),
 sdk_own AS (
   SELECT * FROM otlp_ok WHERE _sdk AND parent_span_id IS NULL
 ),
@@ -77,7 +91,31 @@ SELECT trace_id, span_id, trace_id, root FROM by_response
 UNION ALL
 SELECT s_trace, s_span, r_trace, r_span FROM stream_req
 UNION ALL
-SELECT s_trace, s_span, w_trace, w_span FROM sdk_pairs WHERE s_rank = 1 AND w_rank = 1;
+SELECT s_trace, s_span, w_trace, w_span FROM sdk_pairs WHERE s_rank = 1 AND w_rank = 1
+UNION ALL
+SELECT p_trace, p_span, d_trace, d_span FROM disagg;
+
+-- Engine stage spans (SGLang: `prefill_waiting`, `prefill_forward`, `prefill_chunked_forward`, `decode_loop`, ...)
+-- below each engine call span (through its thread span), summed per phase: they time the phases where the
+-- request span carries no latency attributes.
+CREATE OR REPLACE TEMP TABLE otlp_stages AS
+WITH RECURSIVE down(trace_id, root, span_id, lvl) AS (
+  SELECT trace_id, span_id, span_id, 0 FROM otlp_ok WHERE convention = 'sglang'
+  UNION ALL
+  SELECT d.trace_id, d.root, s.span_id, d.lvl + 1
+  FROM down d JOIN otlp_spans s ON s.trace_id = d.trace_id AND s.parent_span_id = d.span_id
+  WHERE d.lvl < 4 AND s._kind = 'skip'
+)
+SELECT d.trace_id, d.root AS span_id,
+       sum(s._end_ns - s._start_ns) FILTER (WHERE s._span_name IN ('prefill_forward', 'prefill_chunked_forward')) / 1e9
+         AS stage_prefill_s,
+       sum(s._end_ns - s._start_ns) FILTER (WHERE s._span_name = 'decode_loop') / 1e9 AS stage_decode_s,
+       sum(s._end_ns - s._start_ns) FILTER (WHERE s._span_name IN ('prefill_waiting', 'decode_waiting')) / 1e9
+         AS stage_queue_s,
+       max(s._end_ns) FILTER (WHERE s._span_name IN ('prefill_forward', 'prefill_chunked_forward')) AS stage_first_token_ns
+FROM down d JOIN otlp_spans s ON s.trace_id = d.trace_id AND s.span_id = d.span_id
+WHERE d.lvl > 0
+GROUP BY d.trace_id, d.root;
 
 -- Each span starts as its own group, labelled by (start, trace, span): the earliest span names the call.
 CREATE OR REPLACE TEMP TABLE otlp_labels AS

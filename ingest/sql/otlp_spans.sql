@@ -119,8 +119,8 @@ SELECT
   'otlp:' || coalesce(trace_id, '') || ':' || coalesce(span_id, '') AS call_id,
   trace_id, span_id, parent_span_id,
   'otlp' AS source,
-  CASE WHEN span_name = 'llm_request' OR server_e2e IS NOT NULL THEN 'vllm'
-       WHEN scope_name LIKE 'sglang%' THEN 'sglang'
+  CASE WHEN scope_name LIKE 'sglang%' OR av(k, v, 'module') LIKE 'sglang::%' THEN 'sglang'
+       WHEN span_name = 'llm_request' OR server_e2e IS NOT NULL THEN 'vllm'
        WHEN av(k, v, 'openinference.span.kind') IS NOT NULL OR scope_name LIKE 'openinference%' THEN 'openinference'
        WHEN av(k, v, 'langfuse.observation.type') IS NOT NULL THEN 'langfuse'
        WHEN scope_name LIKE 'logfire%' THEN 'logfire'
@@ -139,7 +139,8 @@ SELECT
        THEN make_timestamp((start_ns // 1000)::BIGINT + (ttft_any * 1e6)::BIGINT) END AS first_token_at,
   CASE WHEN end_ok THEN make_timestamp((end_ns // 1000)::BIGINT) END AS ended_at,
   normalize_provider(coalesce(provider_raw, CASE WHEN span_name = 'llm_request' OR scope_name LIKE 'vllm%' THEN 'vllm'
-                                                 WHEN scope_name LIKE 'sglang%' THEN 'sglang' END)) AS provider,
+                                                 WHEN scope_name LIKE 'sglang%' OR av(k, v, 'module') LIKE 'sglang::%'
+                                                 THEN 'sglang' END)) AS provider,
   normalize_model(trim(model_name, '"')) AS model,
   trim(model_name, '"') AS model_raw,
   operation,
@@ -162,8 +163,7 @@ SELECT
   CASE WHEN operation = 'embeddings' THEN e2e ELSE coalesce(server_prefill, ttft_any) END AS prefill_s,
   CASE WHEN operation = 'embeddings' THEN 0.0 ELSE coalesce(server_decode, e2e - ttft_any) END AS decode_s,
   CASE WHEN operation <> 'embeddings' AND tpot IS NOT NULL THEN tpot
-       WHEN operation <> 'embeddings' AND output_tokens > 1
-       THEN coalesce(server_decode, e2e - ttft_any) / (output_tokens - 1) END AS itl_s,
+       WHEN operation <> 'embeddings' THEN itl_split(coalesce(server_decode, e2e - ttft_any), output_tokens) END AS itl_s,
   -- Per-call ITL from chunk events, per token (a chunk may carry several tokens; dropped chunks count too).
   CASE WHEN len(chunk_ns) > 2 AND output_tokens > 1 THEN
     list_aggregate(list_transform(list_zip(chunk_ns[2:], chunk_ns[:-1]), lambda p: (p[1] - p[2]) / 1e9), 'quantile_cont', 0.5)
@@ -189,7 +189,12 @@ SELECT
   content_attrs,
   -- for merging spans of one call (otlp_merge.sql)
   start_ns AS _start_ns, end_ns AS _end_ns, response_id AS _response_id, is_stream_log AS _is_stream_log,
-  scope_name AS _scope, ttft_basis AS _ttft_basis,
+  scope_name AS _scope, ttft_basis AS _ttft_basis, span_name AS _span_name,
+  -- engines (docs/formats.md#engine-spans-sglang-and-disaggregated-serving): the request's id and bootstrap room,
+  -- the server's own phases, and whether the span is the prefill worker's half of a disaggregated request
+  request_id AS _request_id, nullif(bootstrap_room, '0x0') AS _room,
+  server_prefill AS _server_prefill, server_decode AS _server_decode,
+  (span_name LIKE 'prefill Req %' OR (span_name = 'llm_request' AND output_tokens = 1)) AS _prefill_side,
   (input_tokens IS NOT NULL)::INT + (output_tokens IS NOT NULL)::INT + (cache_read_tokens IS NOT NULL)::INT
     + (cache_write_tokens IS NOT NULL)::INT + (reasoning_tokens IS NOT NULL)::INT AS _token_fields,
   _kind,

@@ -69,7 +69,7 @@ ORDER BY r.provider, r.model NULLS LAST, r.day, r.token_type;
 CREATE OR REPLACE VIEW invoice_costs AS
 SELECT
   c.call_id, c.started_at, c.provider, c.model,
-  coalesce(w.workload, nullif(c.workload_hint, ''), nullif(c.service, ''), 'unassigned') AS workload,
+  coalesce(w.workload, default_workload(c.workload_hint, c.service)) AS workload,
   c.team, c.project,
   a.input_cost_usd_invoice,                                -- uncached input + cache read + cache write (prefill)
   a.output_cost_usd_invoice,                               -- output, reasoning included (decode)

@@ -7,7 +7,9 @@
 -- With the cache, a call reads from cache the larger of its reusable prefix and what its provider already
 -- served from cache, writes the prefix a later call reuses, and pays the rest as uncached input. TTFT
 -- saved is the latency fit's prefill time for the call as it ran minus with the new cache reads.
-CREATE OR REPLACE TEMP TABLE caching_call_savings AS
+-- A view, read once by caching_opportunity.sql: the per-call rows are aggregated as they are made, never stored
+-- (so $write_5m_max_s is written into the text before it runs: a view takes no prepared parameters).
+CREATE OR REPLACE TEMP VIEW caching_call_savings AS
 WITH calls AS (
   SELECT
     c.call_id, l.lifetime_s, w.workload, c.provider, c.model,

@@ -2,6 +2,7 @@
 -- UTC day, time-of-day window and the highest input-token tier its total input reaches. USD per token.
 -- Grain: one row per priced-or-keyed call (calls with no price_table row are absent).
 -- Upstream: raw_calls, price_table. Read by call_costs.sql and caching_prices.sql.
+-- The QUALIFY picks the highest tier; pipeline/pricing.py drops it when no price key has two rows.
 CREATE OR REPLACE TABLE call_unit_prices AS
 WITH calls AS (
   SELECT

@@ -82,7 +82,7 @@ SELECT
   out_prefill_s AS prefill_s,
   out_decode_s AS decode_s,
   CASE WHEN how = 'copy' AND itl_s IS NOT NULL THEN itl_s
-       WHEN kind = 'generation' AND output_tokens > 1 THEN out_decode_s / (output_tokens - 1) END AS itl_s,
+       WHEN kind = 'generation' THEN itl_split(out_decode_s, output_tokens) END AS itl_s,
   CASE how WHEN 'copy' THEN timing_source
            WHEN 'embeddings' THEN 'measured'
            WHEN 'estimate' THEN 'estimated'

@@ -8,7 +8,7 @@ SELECT
   c.source_locator,
   c.started_at, c.first_token_at, c.ended_at,
   c.provider, c.model, c.model_raw, c.operation, c.service,
-  coalesce(a.workload, c.workload_hint, c.service, 'unassigned') AS workload,
+  coalesce(a.workload, default_workload(c.workload_hint, c.service)) AS workload,  -- before a build: the default rule
   c.team, c.project, c.api_key, c."user", c.environment,
   c.streaming, c.status, c.error_type,
   c.uncached_input_tokens, c.cache_read_tokens, c.cache_write_tokens, c.cache_write_1h_tokens,

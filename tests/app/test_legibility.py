@@ -115,3 +115,44 @@ def test_the_check_finds_raw_headers_and_none_cells(sample_db, monkeypatch):
     assert any("raw column name 'invoice_calls'" in p for p in found)
     assert any("shows as None" in p for p in found)
     assert any("numbers without a page format" in p for p in found)
+
+
+def _notice(at) -> str:
+    return " ".join(w.value for w in at.warning if "This link asked for" in w.value)
+
+
+def test_bad_url_parameters_are_named_in_a_visible_notice(sample_db, monkeypatch):
+    (first,) = store_rows(sample_db, "SELECT min(CAST(started_at AS DATE)) FROM requests")[0]
+    at = render(sample_db, "overview", monkeypatch, {
+        "provider": ["no-such-provider"], "to": ["1999-01-01"], "from": ["not-a-day"], "colour": ["red"]})
+    assert_clean(at)
+    notice = _notice(at)
+    assert "provider=no\\-such\\-provider" in notice and "no provider of that name" in notice
+    assert "to=1999-01-01" in notice and "outside the data" in notice
+    assert "from=not\\-a\\-day" in notice and "is not a date" in notice
+    assert "colour" in notice and "not a parameter the dashboard reads" in notice
+    # a link that asks for what the data has shows no notice
+    at = render(sample_db, "overview", monkeypatch, {"from": [first.isoformat()]})
+    assert _notice(at) == ""
+
+
+def test_bad_detail_and_slo_parameters_are_named(sample_db, monkeypatch):
+    at = render(sample_db, "workload", monkeypatch, {"detail": ["nope"]})
+    assert_clean(at)
+    assert any("workload `nope`" in w.value for w in at.warning)
+    at = render(sample_db, "latency", monkeypatch, {"slo": ["chat|ttft_p99_s|0.1"]})
+    assert_clean(at)
+    assert any("slo=chat|ttft\\_p99\\_s|0\\.1" in w.value or "ttft" in w.value and "not shown" in w.value
+               for w in at.warning)
+
+
+def test_the_period_shown_spans_every_row_the_pages_use(sample_db, monkeypatch):
+    """Billing days without calls are inside the period picker's range, so the picker shows what charts draw."""
+    (call_first, call_last), = store_rows(sample_db, "SELECT min(started_at)::DATE, max(started_at)::DATE FROM requests")
+    (bill_first, bill_last), = store_rows(
+        sample_db, "SELECT min(CAST(period_start AS DATE)), max(CAST(period_start AS DATE)) FROM billing_lines")
+    at = render(sample_db, "reconciliation", monkeypatch)
+    assert_clean(at)
+    shown = at.date_input(key="f_period").value
+    assert shown[0] == min(d for d in (call_first, bill_first) if d is not None)
+    assert shown[1] == max(d for d in (call_last, bill_last) if d is not None)

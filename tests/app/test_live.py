@@ -59,7 +59,7 @@ def calls_shown(at: AppTest) -> str:
 def test_dashboard_answers_during_a_batch_run_and_shows_new_calls_after(sample_db, tmp_path, monkeypatch):
     db = tmp_path / "live.duckdb"
     db.write_bytes(sample_db.read_bytes())
-    subprocess.run([sys.executable, "-m", "phaselens.pipeline.publish", "--db", str(db)], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "phaselens", "publish", "--db", str(db)], check=True, capture_output=True)
     with duckdb.connect(str(db), read_only=True) as con:
         before = con.execute("SELECT count(*) FROM requests").fetchone()[0]
     monkeypatch.setenv("PHASELENS_DB", str(db))

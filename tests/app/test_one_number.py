@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from phaselens.app.ui import count, pct, seconds, usd
+from phaselens.app.ui import count, millis, pct, seconds, usd
 from phaselens.cli import app as cli
 from phaselens.pipeline.read_model import HEADLINE_FIELDS, PERCENTILE_ERROR
 from tests.app.test_pages import assert_clean, nearest_rank, render, store_rows
@@ -129,7 +129,9 @@ def test_dashboard_shows_the_same_figures(sample_db, surfaces, monkeypatch):
     for name, want in wl.items():
         got = table.loc[name].to_dict()
         assert_same("the Overview table", got, want,
-                    fields=("calls", "prefill_time_share", "prefill_cost_share", "ttft_p95_s", "itl_p50_s"))
+                    fields=("calls", "prefill_time_share", "prefill_cost_share", "ttft_p95_s"))
+        # the table shows ITL in milliseconds
+        assert same("itl_p50_s", got["itl_p50_s"], None if want["itl_p50_s"] is None else 1000 * want["itl_p50_s"])
         assert got["cost_usd_best"] == float(Decimal(want["cost_usd_best"]))
     shown = {m.label: m.value for m in at.metric}
     assert shown["Calls"] == count(sum(r["calls"] for r in wl.values())) == count(surfaces["report"]["calls"])
@@ -144,7 +146,7 @@ def test_dashboard_shows_the_same_figures(sample_db, surfaces, monkeypatch):
             "Prefill share of time": pct(want["prefill_time_share"]),
             "Prefill share of cost": pct(want["prefill_cost_share"]),
             "TTFT p50": seconds(want["ttft_p50_s"]), "TTFT p95": seconds(want["ttft_p95_s"]),
-            "ITL p50": seconds(want["itl_p50_s"]), "ITL p95": seconds(want["itl_p95_s"]),
+            "ITL p50": millis(want["itl_p50_s"]), "ITL p95": millis(want["itl_p95_s"]),
         }
         assert {k: shown.get(k) for k in expected} == expected, name
 

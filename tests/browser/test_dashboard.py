@@ -29,6 +29,7 @@ PHASELENS = Path(sys.executable).with_name("phaselens")
 NAV = {"Overview": "Overview", "Workload detail": "Workload detail", "Latency": "Latency", "Cost": "Cost",
        "Reconciliation": "Reconciliation", "Caching lever": "Caching lever", "Data health": "Data health"}
 READY_S = 60
+STREAMLIT_PROBE = re.compile(r"/[a-z_]+/_stcore/(health|host-config)$")
 
 if not CHROMIUM.exists():
     pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (`./dev.sh test` installs it as root)",
@@ -84,11 +85,24 @@ class Watched:
     """A page whose console errors, uncaught errors and failed requests are collected."""
 
     def __init__(self, browser) -> None:
-        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.page = browser.new_page(viewport={"width": 1440, "height": 1000})
         self.problems: list[str] = []
-        self.page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         self.page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} ({r.failure})"))
+        self.page.on("response", self._response)
+
+    def _console(self, m) -> None:
+        if m.type != "error":
+            return
+        if not m.text.startswith("Failed to load resource"):  # failed loads are judged by their response below
+            self.problems.append(f"console {m.type}: {m.text}")
+
+    def _response(self, r) -> None:
+        # Streamlit's frontend opened on a page's own URL (/overview) first probes /overview/_stcore/health and
+        # /overview/_stcore/host-config to find the server's base path: those 404s are its own, not a defect
+        if r.status >= 400 and not STREAMLIT_PROBE.search(r.url):
+            self.problems.append(f"HTTP {r.status}: {r.url}")
 
     def settle(self, heading: str) -> None:
         """Wait until the script run has finished and `heading` is shown, then for charts to draw."""
@@ -105,15 +119,16 @@ class Watched:
         exceptions = self.page.locator("[data-testid='stException']")
         assert exceptions.count() == 0, f"{where}: {exceptions.first.inner_text()}"
         assert not self.problems, f"{where}: {self.problems}"
+        assert self.page.get_by_text("Page not found").count() == 0, f"{where}: Page not found"
 
 
 def screenshot(page, path: Path) -> None:
     """The whole page: Streamlit scrolls inside its main block, so grow the viewport to the content first."""
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 8000)})
+    page.set_viewport_size({"width": 1440, "height": min(max(1000, height + 40), 8000)})
     page.wait_for_timeout(500)
     page.screenshot(path=str(path))
-    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.set_viewport_size({"width": 1440, "height": 1000})
 
 
 def visit_every_page(browser, dashboard: Dashboard, prefix: str) -> Watched:
@@ -156,6 +171,32 @@ def test_every_page_on_the_sample_day(browser, tmp_path_factory):
         assert shared.page.locator("[data-testid='stMetric']").filter(has_text="Calls").first.inner_text() == calls_filtered
         shared.check("shared link")
         w.check("after filtering")
+    finally:
+        dash.stop()
+
+
+def test_every_page_opens_by_its_url_and_shows_every_column_at_1440_px(browser, tmp_path_factory):
+    """`/overview`, `/latency`, ... each open their page (never "Page not found"), and no table hides columns
+    behind a horizontal scroll bar at 1440 px; each page is saved as screenshots/page-<name>.png."""
+    from tests.browser.screenshot_pages import URL_PAGES, full_screenshot, inspect_page, show_all
+
+    if not sample_inputs():
+        pytest.skip("sample_logs/traces is empty: generate it with `python -m phaselens.sample_logs.generate`")
+    folder = tmp_path_factory.mktemp("browser-urls")
+    db = build_sample_store(folder)
+    dash = Dashboard(db, folder / "dashboard.log")
+    SHOTS.mkdir(exist_ok=True)
+    try:
+        w = Watched(browser)
+        found = {}
+        for path, heading in URL_PAGES.items():
+            w.page.goto(f"{dash.url}/{path}")
+            w.settle(heading)
+            show_all(w.page)
+            found[path] = inspect_page(w.page)
+            w.check(f"/{path}")
+            full_screenshot(w.page, SHOTS / f"page-{path}.png")
+        assert {p: f for p, f in found.items() if f["page_not_found"] or f["overflowing_tables"]} == {}
     finally:
         dash.stop()
 

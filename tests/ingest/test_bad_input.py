@@ -197,18 +197,22 @@ def test_huge_cost_in_a_csv_rejects_one_row(store, tmp_path, value):
     assert led["rejected"] >= 1 and led["accepted"] > 0
 
 
-def test_aiperf_empty_latency_rejects_or_keeps_one_record(store, tmp_path):
+@pytest.mark.parametrize("metric,value", [("request_latency", ""), ("ttft", ""), ("inter_chunk_latency", [""]),
+                                          ("inter_chunk_latency", [10.0, "", 30.0])])
+def test_aiperf_empty_latency_rejects_or_keeps_one_record(store, tmp_path, metric, value):
     lines = (FIX / "bench/aiperf.profile_export.jsonl").read_text().splitlines()
     clean = ingest(store, [_write(tmp_path, "clean.jsonl", "\n".join(lines) + "\n")]).files[0]
     assert clean.accepted >= 2
     rec = json.loads(lines[0])
-    rec["metrics"]["request_latency"]["value"] = ""
+    rec["metrics"][metric]["value"] = value
     lines[0] = json.dumps(rec)
     p = _write(tmp_path, "profile_export.jsonl", "\n".join(lines) + "\n")
     r = ingest(store, [p], force=True).files[0]
     assert r.status == "loaded", r.message
-    assert r.accepted + r.duplicates + r.rejected + r.skipped == len(lines)
+    assert r.accepted + r.duplicates + r.rejected + r.skipped == clean.accepted + clean.rejected + clean.skipped
     assert r.accepted + r.duplicates >= clean.accepted - 1
+    if metric == "inter_chunk_latency":  # the changed record: rejected for its value, not for a crash
+        assert ("bad_number", "metrics.inter_chunk_latency holds an empty value") in _rejects(store, p)
 
 
 def test_aiperf_first_record_without_an_optional_key_is_still_aiperf(store, tmp_path):
@@ -410,3 +414,34 @@ def test_an_empty_but_complete_gzip_is_empty(tmp_path):
     whole = _gzip_bytes(b"")
     assert zlib.decompress(whole, 16 + zlib.MAX_WBITS) == b""
     assert SourceFile(_write(tmp_path, "e.gz", whole)).is_empty
+
+
+# ------------------------------------------------------------------ found by tests/fuzz
+
+
+@pytest.mark.parametrize("fixture,runs_on", [("bench/traces/azure.small.csv", True),
+                                             ("billing/focus.llm_tokens.csv", False)])  # its own quotes close it
+def test_a_stray_quote_in_a_csv_row_rejects_that_row_only(store, tmp_path, fixture, runs_on):
+    lines = (FIX / fixture).read_text().splitlines(keepends=True)
+    clean = ingest(store, [_write(tmp_path, "clean.csv", "".join(lines))]).files[0]
+    lines[2] = '"' + lines[2]  # an opening quote that never closes on its line
+    p = _write(tmp_path, "quote.csv", "".join(lines))
+    r = ingest(store, [p]).files[0]
+    assert r.status == "loaded"
+    assert r.rejected == clean.rejected + 1
+    assert r.accepted + r.duplicates >= clean.accepted - 3  # a row gives up to 3 billing lines
+    assert any("runs on to line" in d for _, d in _rejects(store, p)) == runs_on
+
+
+def test_json_lines_with_crs_only_load_like_lf(store, tmp_path):
+    text = _jsonl(_litellm_lines(3))
+    p = _write(tmp_path, "cr.jsonl", text.replace("\n", "\r"))
+    r = ingest(store, [p]).files[0]
+    assert (r.status, r.adapter, r.accepted) == ("loaded", "litellm", 3)
+
+
+def test_blank_lines_before_a_csv_header(store, tmp_path):
+    text = (FIX / "bench/traces/azure.small.csv").read_text()
+    ref = ingest(store, [_write(tmp_path, "ref.csv", text)]).files[0]
+    r = ingest(store, [_write(tmp_path, "blank.csv", "\n\n\r\n" + text)]).files[0]
+    assert (r.status, r.accepted + r.duplicates, r.rejected) == ("loaded", ref.accepted, ref.rejected)

@@ -57,12 +57,14 @@ def billing_adapters():
     return [a for a in adapters() if a.name in BILLING_ADAPTERS]
 
 
-def test_every_billing_adapter_is_registered_with_a_billing_priority():
+def test_every_billing_adapter_is_registered_between_the_spans_and_the_gateways():
     found = {a.name: a for a in billing_adapters()}
     assert set(found) == BILLING_ADAPTERS
-    for a in found.values():
-        assert a.kind == "billing"
-        assert 20 <= a.priority <= 39
+    assert all(a.kind == "billing" for a in found.values())
+    order = [a.name for a in adapters()]
+    billing = [i for i, name in enumerate(order) if name in BILLING_ADAPTERS]
+    assert billing == list(range(billing[0], billing[0] + len(billing)))  # one block
+    assert order.index("otlp_json") < billing[0] and billing[-1] < order.index("litellm")
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

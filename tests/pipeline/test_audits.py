@@ -153,8 +153,8 @@ def test_a_broken_relation_stops_the_build_and_keeps_the_previous_store(built, m
 
     monkeypatch.setattr(store_mod, "sql_text", broken)
     monkeypatch.setattr(build_mod, "sql_text", broken, raising=False)
-    with pytest.raises(AuditError) as err:
-        build(built, load_config(BATCH / "phaselens.toml"))
+    with pytest.raises(AuditError) as err:  # full: an incremental build with nothing new would not rerun it
+        build(built, load_config(BATCH / "phaselens.toml"), full=True)
     message = str(err.value)
     assert "call_attribution_once" in message and doubled in message and "rows_in_call_attribution=2" in message
     assert built.execute("SELECT count(*), count(DISTINCT call_id) FROM call_attribution").fetchone() == before
