@@ -30,6 +30,10 @@ ConfigOpt = Annotated[
     Optional[Path],
     typer.Option("--config", help="Configuration (TOML/YAML): price book, workload rules; default $PHASELENS_CONFIG."),
 ]
+LakeOpt = Annotated[
+    Optional[str],
+    typer.Option("--lake", help="Read a Parquet lake (a folder or s3://...) instead of a store; see docs/scale-out.md."),
+]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table for people; json and csv for programs (money as exact decimal strings in USD, counts as integers; docs/cli.md).")]
 SinceOpt = Annotated[Optional[datetime], typer.Option("--since", help="Only calls started at or after (UTC). Default: the first call.")]
 UntilOpt = Annotated[Optional[datetime], typer.Option("--until", help="Only calls started before (UTC). Default: after the last call.")]
@@ -54,7 +58,11 @@ def _fail(e: PhaselensError, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def _open(db: Path | None, read_only: bool = False):
+def _open(db: Path | None, read_only: bool = False, lake: str | None = None):
+    if lake is not None:  # DuckDB views over the lake's raw and built relations
+        from phaselens.pipeline.lake import open_lake
+
+        return open_lake(lake)[0]
     from phaselens.pipeline.store import connect
 
     return connect(resolve_db(db), read_only=read_only)
@@ -215,17 +223,28 @@ def build(
     db: DbOpt = None,
     config: ConfigOpt = None,
     full: Annotated[bool, typer.Option("--full", help="Re-derive every day, not only those new loads touched. Default: off (incremental).")] = False,
+    engine: Annotated[str, typer.Option("--engine", help="duckdb (the store) or spark (a Parquet lake, --lake). Default: duckdb.")] = "duckdb",
+    lake: LakeOpt = None,
+    spark_master: Annotated[str, typer.Option("--spark-master", help="local[N], spark://..., yarn, or sc://host:15002. Default: local[2].")]
+    = "local[2]",
 ) -> None:
     """Derive timing, costs, workloads and rollups from what is loaded; safe to run again.
 
     Incremental: after an earlier build with the same configuration, only the UTC days that new loads touched
-    are recomputed; a changed configuration or --full rebuilds everything.
+    are recomputed; a changed configuration or --full rebuilds everything. With --engine spark the whole build
+    runs on Spark over a lake written by `phaselens export --lake` and its relations are written back to it.
 
     Example: phaselens build --config phaselens.toml
+    Example: phaselens build --engine spark --lake lake/ --spark-master local[2] --config phaselens.toml
     """
     from phaselens.pipeline.build import build as run_build
     from phaselens.pipeline.publish import build_days, store_basis
 
+    if engine not in ("duckdb", "spark"):
+        _fail(PhaselensError(f"unknown engine {engine!r}", "use --engine duckdb or --engine spark"), 2)
+    if engine == "spark":
+        _build_spark(lake, spark_master, config)
+        return
     try:
         cfg = _config(config)
         con = _open(db)
@@ -237,6 +256,29 @@ def build(
     what = (f"full build ({result.reason})" if result.full
             else f"incremental build: {len(result.days_rebuilt)} day(s) recomputed from {result.new_loads} new load(s)")
     _err(what)
+    _err(
+        f"built {result.calls:,} calls into {result.workloads} workloads "
+        f"({result.estimated_calls:,} with estimated timing, {result.unpriced_calls:,} unpriced)."
+    )
+
+
+def _build_spark(lake: str | None, master: str, config: Path | None) -> None:
+    if not lake:
+        _fail(PhaselensError("--engine spark needs --lake", "write one with `phaselens export --db FILE --lake DIR`"), 2)
+    from phaselens.pipeline.engines.spark import build_spark, spark_session
+    from phaselens.pipeline.lake import open_lake
+    from phaselens.pipeline.publish import publish
+
+    try:
+        cfg = _config(config)
+        open_lake(lake)[0].close()  # fails early and clearly when there is no lake
+        session = spark_session(master)
+        result = build_spark(session, lake, cfg, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
+        con, path = open_lake(lake)
+        publish(con, path, cfg)
+    except PhaselensError as e:
+        _fail(e)
+    _err(f"full build on Spark ({master}), written to {lake}")
     _err(
         f"built {result.calls:,} calls into {result.workloads} workloads "
         f"({result.estimated_calls:,} with estimated timing, {result.unpriced_calls:,} unpriced)."
@@ -278,7 +320,7 @@ def _need_build(con) -> None:
 
 @app.command()
 def workloads(
-    db: DbOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
+    db: DbOpt = None, lake: LakeOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
     all_columns: Annotated[bool, typer.Option("--all", help="Every column of the view (json/csv always have all). Default: off (the headline columns).")] = False,
 ) -> None:
     """Per workload: the phase that dominates time and money, its shape, and a diagnosis and lever for each.
@@ -289,7 +331,7 @@ def workloads(
     Example: phaselens workloads --since 2026-11-16 --format json
     """
     try:
-        con = _open(db, read_only=True)
+        con = _open(db, read_only=True, lake=lake)
         _need_build(con)
     except PhaselensError as e:
         _fail(e)
@@ -459,6 +501,7 @@ def run(
 @app.command()
 def report(
     db: DbOpt = None,
+    lake: LakeOpt = None,
     period: Annotated[
         Optional[str], typer.Option(help="previous_day, previous_week, last_7d, latest_day, 2026-11-16, 2026-W47, 2026-11, "
                                          "START..END. Default: the last complete UTC day (the last day the calls "
@@ -476,7 +519,7 @@ def report(
     from phaselens.pipeline.report import report_period, write_report
 
     try:
-        con = _open(db, read_only=True)
+        con = _open(db, read_only=True, lake=lake)
         _need_build(con)
         p = report_period(con, period, since, until)
         if period is None and since is None and until is None:
@@ -520,14 +563,21 @@ def _streamlit_cmd(db: Path, port: int) -> list[str]:
 @app.command()
 def dashboard(
     db: DbOpt = None,
+    lake: LakeOpt = None,
     port: Annotated[int, typer.Option(help="Port to serve on (localhost).")] = 8501,
     headless: Annotated[bool, typer.Option(help="Do not open a browser.")] = False,
 ) -> None:
     """Start the Streamlit dashboard on a store.
 
     Example: phaselens dashboard --db demo.duckdb --port 8501 --headless
+    Example: phaselens dashboard --lake lake/ --headless   (after `phaselens build --engine spark --lake lake/`)
     """
-    path = resolve_db(db)
+    if lake is not None:
+        from phaselens.pipeline.lake import catalog_db_path
+
+        path = catalog_db_path(lake)  # `build --engine spark` published the snapshot next to the lake's views
+    else:
+        path = resolve_db(db)
     if not path.exists():
         _fail(PhaselensError(f"no store at {path}", "run `phaselens demo` or `phaselens ingest PATH` first"))
     _err(f"dashboard on http://localhost:{port} (store {path}); Ctrl+C to stop")

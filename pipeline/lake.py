@@ -102,6 +102,17 @@ def read_relation_spark(spark, lake: str, rel: str):
     return df.select(*[f"`{n}`" for n in names])
 
 
+def remove_catalog(lake: str) -> None:
+    """Make a lake read as not built (its built relations stay, unreferenced, until the next build)."""
+    root = _root(lake)
+    if "://" in root:
+        return
+    import shutil
+
+    shutil.rmtree(Path(lake_path(lake, BUILT_DIR, CATALOG_DIR)), ignore_errors=True)
+    catalog_db_path(lake).unlink(missing_ok=True)
+
+
 def catalog_db_path(lake: str) -> Path:
     """The DuckDB file of views over a lake: inside a local lake, else in ./.phaselens-lakes/."""
     root = _root(lake)

@@ -31,6 +31,8 @@ Rewrite rules (each one fixes something sqlglot fails on or gets silently wrong)
 - ``epoch_us(t)``/``epoch_ms(t)`` -> ``unix_micros``/``unix_millis``; ``to_microseconds(n)`` ->
   ``n * INTERVAL 1 MICROSECOND``; ``list_has_any(a, b)`` -> ``arrays_overlap(a, b)``;
   ``hash(...)`` -> ``xxhash64(...)`` (a key only: equal inputs, equal hashes, on each engine).
+- ``x[i]`` -> ``try_element_at(x, i)``: 1-based and NULL out of range as in DuckDB (sqlglot shifts a
+  literal index to 0-based but not an expression such as ``x[i - 1]``, which would read the wrong element).
 - ``row_number() OVER ()`` (an arbitrary numbering) -> ``monotonically_increasing_id()``: unique but
   not dense, and without a single-partition sort; the relation SQL uses it only as a join key.
 - ``WINDOW w AS (...)`` is inlined into each ``OVER w``/``OVER (w ORDER BY ...)`` (Spark cannot extend a
@@ -444,6 +446,14 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
         if _is_string(node.this):
             return exp.Substring(this=node.this, start=lo, length=length)
         return _fn("slice", node.this, lo, length)
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and not isinstance(node.expressions[0], exp.Slice):
+        # sqlglot lowers a literal DuckDB index to 0-based but leaves an expression index 1-based (so
+        # ``xs[i - 1]`` would read the wrong element in Spark); ``try_element_at`` is 1-based and NULL out of
+        # range, as DuckDB is.
+        idx = node.expressions[0]
+        if isinstance(idx, exp.Literal) and not idx.is_string:
+            idx = exp.Literal.number(int(idx.this) + 1) if int(idx.this) >= 0 else idx
+        return _fn("try_element_at", node.this, idx)
     if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.BIGINT and isinstance(node.this, exp.DPipe) \
             and isinstance(node.this.this, exp.Literal) and node.this.this.this.lower() == "0x":
         return exp.cast(_fn("conv", node.this.expression, exp.Literal.number(16), exp.Literal.number(10)), "BIGINT")

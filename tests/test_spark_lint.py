@@ -14,18 +14,26 @@ SQL_DIR = Path(__file__).resolve().parents[1] / "pipeline" / "sql"
 # file -> rules it still breaks (see pipeline/transpile.py for each rule); empty: every file ports
 NOT_YET_PORTABLE: dict[str, set[str]] = {}
 
-FILES = sorted(p.name for p in SQL_DIR.glob("*.sql"))
+FILES = sorted(str(p.relative_to(SQL_DIR)) for p in SQL_DIR.rglob("*.sql"))
+
+# Files that run on DuckDB only, with why; the lint still runs on them and must find exactly these rules.
+DUCKDB_ONLY = {
+    # UNPIVOT ... ON COLUMNS(*) and UNION ALL BY NAME: the audits read the built relations and run on DuckDB
+    # over the written lake after a Spark build (pipeline/engines/spark.py)
+    "audits/no_negative_tokens_or_durations.sql": {"unsupported"},
+}
 
 
 def test_every_listed_file_exists():
     assert FILES, "no relation SQL found"
-    assert set(NOT_YET_PORTABLE) <= set(FILES)
+    assert set(NOT_YET_PORTABLE) <= set(FILES) and set(DUCKDB_ONLY) <= set(FILES)
+    assert any(f.startswith("audits/") for f in FILES)
 
 
 @pytest.mark.parametrize("name", FILES)
 def test_relation_sql_transpiles(name):
     rules = {f.rule for f in lint((SQL_DIR / name).read_text())}
-    assert rules == NOT_YET_PORTABLE.get(name, set()), f"{name}: {sorted(rules)}"
+    assert rules == NOT_YET_PORTABLE.get(name, DUCKDB_ONLY.get(name, set())), f"{name}: {sorted(rules)}"
 
 
 def test_exact_percentile_never_approximate():
