@@ -32,7 +32,7 @@ ConfigOpt = Annotated[
 ]
 LakeOpt = Annotated[
     Optional[str],
-    typer.Option("--lake", help="Read a Parquet lake (a folder or s3://...) instead of a store; see docs/scale-out.md."),
+    typer.Option("--lake", help="Read a Parquet lake (a folder or s3://...) instead of a store; see docs/scale-out.md. Default: none (read the store)."),
 ]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table for people; json and csv for programs (money as exact decimal strings in USD, counts as integers; docs/cli.md).")]
 SinceOpt = Annotated[Optional[datetime], typer.Option("--since", help="Only calls started at or after (UTC). Default: the first call.")]
