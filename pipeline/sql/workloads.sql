@@ -76,9 +76,11 @@ agg AS (
     sum(output_tokens)::BIGINT AS output_tokens,
     sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
     -- time in the prefill phase is the time to the first token (queueing included, as the caller sees it)
-    sum(coalesce(ttft_s, prefill_s)) FILTER (WHERE decode_s IS NOT NULL) AS prefill_time_s,
-    sum(decode_s) FILTER (WHERE coalesce(ttft_s, prefill_s) IS NOT NULL) AS decode_time_s,
-    sum(queue_s) FILTER (WHERE ttft_s IS NOT NULL) / nullif(sum(ttft_s) FILTER (WHERE queue_s IS NOT NULL), 0)
+    -- time sums in fixed point (1e-12 s), so they do not depend on the order parallel threads add them in
+    sum(coalesce(ttft_s, prefill_s)::DECIMAL(38, 12)) FILTER (WHERE decode_s IS NOT NULL)::DOUBLE AS prefill_time_s,
+    sum(decode_s::DECIMAL(38, 12)) FILTER (WHERE coalesce(ttft_s, prefill_s) IS NOT NULL)::DOUBLE AS decode_time_s,
+    sum(queue_s::DECIMAL(38, 12)) FILTER (WHERE ttft_s IS NOT NULL)::DOUBLE
+      / nullif(sum(ttft_s::DECIMAL(38, 12)) FILTER (WHERE queue_s IS NOT NULL)::DOUBLE, 0)
       AS queue_share_of_ttft,
     count(*) FILTER (WHERE timing_source IN ('measured', 'events')) AS measured_calls,
     count(*) FILTER (WHERE timing_source = 'estimated') AS estimated_calls,
