@@ -80,6 +80,18 @@ def _settings_table(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     con.execute(f"CREATE OR REPLACE TABLE build_settings AS SELECT {cols}", values)
 
 
+def stage_timer(result: BuildResult, on_stage: Callable[[str, float], None] | None) -> Callable[[str, Callable[[], None]], None]:
+    """`stage(name, fn)`: runs `fn`, records its seconds in `result.seconds[name]` and reports them to `on_stage`."""
+    def stage(name: str, fn: Callable[[], None]) -> None:
+        t = time.perf_counter()
+        fn()
+        result.seconds[name] = time.perf_counter() - t
+        if on_stage:
+            on_stage(name, result.seconds[name])
+
+    return stage
+
+
 def build(
     con: duckdb.DuckDBPyConnection,
     config: Config | None = None,
@@ -101,12 +113,7 @@ def build(
     result.full, result.reason = p.full, p.reason
     result.new_loads = sum(len(v) for v in p.new_loads.values())
 
-    def stage(name: str, fn: Callable[[], None]) -> None:
-        t = time.perf_counter()
-        fn()
-        result.seconds[name] = time.perf_counter() - t
-        if on_stage:
-            on_stage(name, result.seconds[name])
+    stage = stage_timer(result, on_stage)
 
     from phaselens.models import Settings
 

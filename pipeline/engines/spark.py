@@ -37,7 +37,7 @@ from phaselens.ingest.normalize import sql_macros
 from phaselens.models.config import Config
 
 from .. import transpile
-from ..build import BuildResult, _run_stages
+from ..build import BuildResult, _run_stages, stage_timer
 from ..errors import PhaselensError
 from ..lake import BUILT_DIR, CATALOG_DIR, RAW_RELATIONS, lake_path, read_relation_spark
 from ..store import sql_text
@@ -437,12 +437,7 @@ def build_spark(
     configure(session)
     store = SparkStore(session)
 
-    def stage(name: str, fn: Callable[[], None]) -> None:
-        t = time.perf_counter()
-        fn()
-        result.seconds[name] = time.perf_counter() - t
-        if on_stage:
-            on_stage(name, result.seconds[name])
+    stage = stage_timer(result, on_stage)
 
     stage("read lake", lambda: _load_raw(store, lake))
     for stmt in sql_macros():
