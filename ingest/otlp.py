@@ -13,6 +13,7 @@ hashes of the leading message blocks are kept (`prefix_hashes`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import zlib
@@ -209,9 +210,14 @@ def stage_otlp_lines(
         {"first": first_line, "lines": lines},
     )
     try:
-        return _stage_chunk(con, display, keep if keep is not None else keep_list(None))
-    finally:
-        con.execute("DROP TABLE IF EXISTS otlp_chunk")
+        counts = _stage_chunk(con, display, keep if keep is not None else keep_list(None))
+    except BaseException:
+        # in a transaction the error aborted, the drop fails too: the error to report is the first one
+        with contextlib.suppress(duckdb.Error):
+            con.execute("DROP TABLE IF EXISTS otlp_chunk")
+        raise
+    con.execute("DROP TABLE IF EXISTS otlp_chunk")
+    return counts
 
 
 def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) -> tuple[StageCounts, int]:
@@ -232,6 +238,22 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
         )
         """,
         {"structure": STRUCTURE},
+    )
+    # An entry whose span list is missing (a misspelled or mangled key) or not a list holds spans that
+    # cannot be read: each such entry is rejected, so a file that lost spans this way says so.
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE otlp_lost AS
+        WITH r AS (
+          SELECT line_no, unnest(j.resourceSpans) AS r, generate_subscripts(j.resourceSpans, 1) - 1 AS ri
+          FROM otlp_batches WHERE bad IS NULL
+        )
+        SELECT line_no, ri, NULL::INTEGER AS si FROM r WHERE r IS NOT NULL AND r.scopeSpans IS NULL
+        UNION ALL
+        SELECT line_no, ri, si FROM (
+          SELECT line_no, ri, unnest(r.scopeSpans) AS s, generate_subscripts(r.scopeSpans, 1) - 1 AS si FROM r
+        ) WHERE s IS NOT NULL AND s.spans IS NULL
+        """
     )
     con.execute(spans_sql(), {"display": display, "keep": keep})
     con.execute(_sql("otlp_prefix"))
@@ -273,6 +295,16 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
                         ELSE 'valid JSON but not an OTLP batch (no resourceSpans)' END,
                raw
         FROM otlp_batches WHERE bad IS NOT NULL
+        UNION ALL
+        SELECT 'otlp', $display || ':' || line_no || '/resourceSpans[' || ri || ']'
+                 || coalesce('/scopeSpans[' || si || ']', ''), 'missing_field',
+               CASE WHEN si IS NULL
+                    THEN 'a resourceSpans entry has no scopeSpans list (the key is missing or misspelled, or not a list): its spans cannot be read'
+                    ELSE 'a scopeSpans entry has no spans list (the key is missing or misspelled, or not a list): its spans cannot be read' END,
+               -- the entry's key names (never its values): which one is misspelled
+               left('keys: ' || array_to_string(json_keys(c.line, '$.resourceSpans[' || ri || ']'
+                      || coalesce('.scopeSpans[' || si || ']', '')), ', '), 500)
+        FROM otlp_lost JOIN otlp_chunk c USING (line_no)
         """,
         {"display": display},
     )
@@ -284,9 +316,10 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
     skipped += merged
     # fetchall, not fetchone: an open result would keep the registered chunk in use
     total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
-    for t in ("otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
+    lost = con.execute("SELECT count(*) FROM otlp_lost").fetchall()[0][0]
+    for t in ("otlp_lost", "otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    return StageCounts(accepted=accepted, rejected=rejected + bad_lines, skipped=skipped), total_lines - bad_lines
+    return StageCounts(accepted=accepted, rejected=rejected + bad_lines + lost, skipped=skipped), total_lines - bad_lines
 
 
 ADAPTERS = [OtlpJsonAdapter()]

@@ -214,6 +214,25 @@ def _failure(display: str, e: UnreadableFile) -> str:
     return why + (f"; {e.fix}" if e.fix else "")
 
 
+def _begin(con: duckdb.DuckDBPyConnection) -> None:
+    """Start the file's transaction; one left open or aborted by an earlier error is rolled back first, so
+    one bad file never fails the files after it."""
+    try:
+        con.execute("BEGIN TRANSACTION")
+    except duckdb.TransactionException:
+        _rollback(con)
+        con.execute("BEGIN TRANSACTION")
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll the file's transaction back, whatever state the error left it in (open, aborted or already
+    ended: DuckDB ends a transaction whose COMMIT failed, and an adapter may have ended it)."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.TransactionException:
+        pass  # no transaction is active: nothing of this file was kept
+
+
 def load_file(
     con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False
 ) -> FileResult:
@@ -260,7 +279,7 @@ def _load_file(
     except Exception as e:  # noqa: BLE001 - whatever stops one file's detection must not stop the run
         return done(status="failed", message=f"{display}: cannot tell its format ({type(e).__name__}: {str(e)[:200]})")
 
-    con.execute("BEGIN TRANSACTION")
+    _begin(con)
     try:
         create_stage_tables(con)
         if isinstance(adapter, SqlAdapter) and hasattr(adapter, "stage"):
@@ -279,10 +298,10 @@ def _load_file(
         con.execute("COMMIT")
         return r
     except UnreadableFile as e:
-        con.execute("ROLLBACK")
+        _rollback(con)
         return done(status="failed", adapter=adapter.name, kind=adapter.kind, message=_failure(display, e))
     except Exception as e:
-        con.execute("ROLLBACK")
+        _rollback(con)
         return done(status="failed", adapter=adapter.name, kind=adapter.kind,
                     message=f"{display}: unexpected error while reading ({type(e).__name__}: {str(e)[:300]})")
 

@@ -235,8 +235,12 @@ def judge(m: Mutant, out: Outcome, seed: Outcome, seed_data: bytes) -> list[str]
 
 
 def run_adapter(adapter: str, work: Path, *, seed: int = 11, sizes: dict | None = None,
-                seeds: list[str] | None = None) -> Report:
-    """Every mutant of the adapter's seeds, loaded into one store under `work`; the rules checked on each."""
+                seeds: list[str] | None = None, dump: Path | None = None) -> Report:
+    """Every mutant of the adapter's seeds, loaded into one store under `work`; the rules checked on each.
+
+    `dump`: a folder where each mutant that broke a rule is written (named after its seed and mutant), so it
+    can be loaded again by hand.
+    """
     sizes = sizes or BOUNDED_FOR.get(adapter, BOUNDED)
     report = Report(adapter)
     work.mkdir(parents=True, exist_ok=True)
@@ -274,6 +278,9 @@ def run_adapter(adapter: str, work: Path, *, seed: int = 11, sizes: dict | None 
                 bad = judge(m, out, seed_out, data)
                 if bad:
                     report.failures.append(f"{rel} {m.name} ({m.kind}): {'; '.join(bad)}")
+                    if dump is not None:
+                        dump.mkdir(parents=True, exist_ok=True)
+                        (dump / f"{k:03d}.{seed_path.name}.{m.name.replace('@', '_at_')}").write_bytes(m.data)
                 else:
                     report.held += 1
                 path.unlink()

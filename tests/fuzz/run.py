@@ -20,13 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long", action="store_true", help="every seed, more mutants per seed")
     ap.add_argument("--seed", type=int, default=11, help="random seed (the run is reproducible per seed)")
     ap.add_argument("--adapter", action="append", choices=sorted(SEEDS), help="only these adapters")
+    ap.add_argument("--dump", type=Path, help="write each mutant that broke a rule into this folder")
     args = ap.parse_args(argv)
     reports = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="phaselens-fuzz-") as tmp:
         for name in args.adapter or sorted(SEEDS):
             seeds = SEEDS[name] if args.long else SEEDS[name][:1]
-            r = run_adapter(name, Path(tmp) / name, seed=args.seed, sizes=LONG_FOR.get(name, LONG) if args.long else None, seeds=seeds)
+            r = run_adapter(name, Path(tmp) / name, seed=args.seed, sizes=LONG_FOR.get(name, LONG) if args.long else None, seeds=seeds,
+                             dump=args.dump / name if args.dump else None)
             reports.append(r)
             print(f"{name:18} tried {r.tried:5d}  held {r.held:5d}", flush=True)
             for f in r.failures:

@@ -445,3 +445,111 @@ def test_blank_lines_before_a_csv_header(store, tmp_path):
     ref = ingest(store, [_write(tmp_path, "ref.csv", text)]).files[0]
     r = ingest(store, [_write(tmp_path, "blank.csv", "\n\n\r\n" + text)]).files[0]
     assert (r.status, r.accepted + r.duplicates, r.rejected) == ("loaded", ref.accepted, ref.rejected)
+
+
+# ------------------------------------------------------------------ OTLP spans lost to a mangled key
+
+
+def _otlp_two_resources() -> dict:
+    """The recorded batch with its resource entry twice, the copy's spans under other ids."""
+    batch = _otlp_line()
+    copy = json.loads(json.dumps(batch["resourceSpans"][0]))
+    for ss in copy["scopeSpans"]:
+        for s in ss["spans"]:
+            s["spanId"] = s["spanId"][::-1]
+            s["traceId"] = s["traceId"][::-1]
+            if s.get("parentSpanId"):
+                s["parentSpanId"] = s["parentSpanId"][::-1]
+    batch["resourceSpans"].append(copy)
+    return batch
+
+
+def test_a_lone_surrogate_in_the_scopespans_key_rejects_that_entry_not_silently(store, tmp_path):
+    # the fuzz run's mutant: `"\ud800scopeSpans"` (a lone surrogate escape after the key's quote)
+    raw = (FIX / "otlp/openai_v2_default.jsonl").read_bytes()
+    p = _write(tmp_path, "surrogate_key.jsonl", raw.replace(b'"scopeSpans"', b'"\\ud800scopeSpans"', 1))
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert led["accepted"] == 0
+    rejects = store.execute("SELECT reason, detail, raw FROM raw_rejects WHERE locator LIKE ? || '%'",
+                            [str(p)]).fetchall()
+    assert [r[0] for r in rejects] == ["missing_field"]
+    assert "scopeSpans" in rejects[0][1] and "\ufffdscopeSpans" in rejects[0][2]
+    assert led["rejected"] == 1
+
+
+def test_a_misspelled_spans_key_rejects_that_scope_and_keeps_the_whole_ones(store, tmp_path):
+    batch = _otlp_two_resources()
+    whole = len(batch["resourceSpans"][1]["scopeSpans"][0]["spans"])
+    text = json.dumps(batch, indent=2)  # a single pretty-printed document, like single_document.json
+    p = _write(tmp_path, "spens.json", text.replace('"spans"', '"spens"', 1))
+    ref = ingest(store, [_write(tmp_path, "ref.json", json.dumps({"resourceSpans": batch["resourceSpans"][1:]}))]).files[0]
+    assert ref.accepted > 0 and ref.accepted + ref.skipped == whole
+    r = ingest(store, [p]).files[0]
+    assert r.status == "loaded"
+    assert r.accepted + r.duplicates == ref.accepted  # the whole entry's spans are kept
+    locators = [x[0] for x in store.execute(
+        "SELECT locator FROM raw_rejects WHERE load_id = ? AND reason = 'missing_field'", [r.load_id]).fetchall()]
+    assert locators == [f"{p}:1/resourceSpans[0]/scopeSpans[0]"]
+
+
+def test_a_recorded_document_with_a_flipped_byte_in_spans_is_not_a_silent_loss(store, tmp_path):
+    raw = (FIX / "otlp/single_document.json").read_bytes()
+    i = raw.index(b'"spans"') + 3  # the fuzz run's flip@701: "spans" -> "spens"
+    flipped = raw[:i] + bytes([raw[i] ^ 0x04]) + raw[i + 1:]
+    assert b'"spens"' in flipped
+    r = ingest(store, [_write(tmp_path, "flip.json", flipped)]).files[0]
+    assert r.accepted == 0
+    assert r.rejected >= 1 or r.status in ("partial", "failed")
+    assert "missing_field" in [x[0] for x in _rejects(store, tmp_path / "flip.json")]
+
+
+def test_an_empty_span_list_is_not_a_reject(store, tmp_path):
+    batch = _otlp_two_resources()
+    batch["resourceSpans"][0]["scopeSpans"][0]["spans"] = []
+    batch["resourceSpans"][1]["scopeSpans"] = []
+    r = ingest(store, [_write(tmp_path, "empty_lists.jsonl", json.dumps(batch) + "\n")]).files[0]
+    assert r.status == "loaded" and r.rejected == 0
+
+
+# ------------------------------------------------------------------ one bad file never fails the next
+
+
+@pytest.mark.parametrize("ending", ["ROLLBACK", "COMMIT"])
+def test_a_file_whose_error_ended_the_transaction_does_not_fail_later_files(store, tmp_path, monkeypatch, ending):
+    from phaselens.ingest.otlp import OtlpJsonAdapter
+
+    real = OtlpJsonAdapter.stage
+
+    def stage(self, con, src, load_id):
+        if src.path.name.startswith("a_"):
+            con.execute(ending)  # the transaction is over when the error reaches the loader
+            raise RuntimeError("stage failed after its transaction ended")
+        return real(self, con, src, load_id)
+
+    monkeypatch.setattr(OtlpJsonAdapter, "stage", stage)
+    raw = (FIX / "otlp/openai_v2_default.jsonl").read_bytes()
+    bad = _write(tmp_path, "a_bad.jsonl", raw)
+    later = [_write(tmp_path, "b_good.jsonl", raw), _write(tmp_path, "c_good.jsonl", (FIX / "otlp/openllmetry_chunks.jsonl").read_bytes())]
+    result = ingest(store, [bad, *later])
+    assert [f.status for f in result.files] == ["failed", "loaded", "loaded"], [f.message for f in result.files]
+    assert "stage failed" in result.files[0].message
+    assert all(f.accepted > 0 for f in result.files[1:])
+
+
+def test_an_error_that_aborts_the_transaction_is_reported_as_itself_and_later_files_load(store, tmp_path, monkeypatch):
+    from phaselens.ingest import otlp
+
+    real = otlp._stage_chunk
+
+    def chunk(con, display, keep):
+        if "a_bad" in display:
+            con.execute("SELECT error('the first error')")
+        return real(con, display, keep)
+
+    monkeypatch.setattr(otlp, "_stage_chunk", chunk)
+    raw = (FIX / "otlp/openai_v2_default.jsonl").read_bytes()
+    result = ingest(store, [_write(tmp_path, "a_bad.jsonl", raw), _write(tmp_path, "b_good.jsonl", raw)])
+    assert [f.status for f in result.files] == ["failed", "loaded"]
+    assert "the first error" in result.files[0].message, result.files[0].message
+    assert result.files[1].accepted > 0
