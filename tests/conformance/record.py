@@ -114,6 +114,7 @@ def record_entry(name: str, log=print) -> dict:
             (out / "driver.stderr.txt").write_text(r.stderr[-8000:])
         else:
             run["status"] = "recorded"
+            (out / "driver.stderr.txt").unlink(missing_ok=True)  # an earlier failed run's
         client = tmp / "client.jsonl"
         client = [json.loads(x) for x in client.read_text().splitlines()] if client.exists() else []
         if len(client) == len(truth) and all(c["model"] == t["model"] for c, t in zip(client, truth)):
