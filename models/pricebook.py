@@ -179,6 +179,12 @@ class Deployment(_Entry):
     )
     active_from: date | None = Field(default=None, description="First UTC day the GPUs were paid for (inclusive).")
     active_to: date | None = Field(default=None, description="Last UTC day the GPUs were paid for (inclusive).")
+    pool: str | None = Field(
+        default=None,
+        description="Disaggregated serving: the `service.name` of the engine workers this deployment runs (its "
+        "prefill or its decode pool). A call whose prefill ran in this pool pays this deployment for its prefill "
+        "seconds; one whose decode ran here, for its decode seconds.",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> Deployment:
@@ -226,6 +232,14 @@ class PriceBook(BaseModel):
         """The most specific entry (exact model, then regex, then provider; ties by file order) for a call, or None."""
         hits = [p for p in self.prices if p.applies(provider, model, model_raw, day)]
         return min(hits, key=lambda p: p.specificity) if hits else None
+
+    def pool_deployments(self, provider: str | None, model: str | None, model_raw: str | None) -> dict[str, Deployment]:
+        """pool -> the first deployment (in file order) with that `pool` serving this provider and model."""
+        found: dict[str, Deployment] = {}
+        for d in self.deployments:
+            if d.pool is not None and d.pool not in found and d.serves(provider, model, model_raw):
+                found[d.pool] = d
+        return found
 
     def deployment_for(self, provider: str | None, model: str | None, model_raw: str | None) -> Deployment | None:
         """The first deployment (in file order) that served calls of this provider and model, or None."""

@@ -91,6 +91,20 @@ DEPLOYMENTS_SCHEMA = pa.schema(
     ]
 )
 
+# Disaggregated serving: for each distinct call key, the deployments named by their `pool` (the engine workers'
+# service.name); gpu_costs.sql charges a call's prefill seconds to its prefill pool's deployment and its decode
+# seconds to its decode pool's.
+POOLS_SCHEMA = pa.schema(
+    [
+        ("provider", pa.string()),
+        ("model", pa.string()),
+        ("model_raw", pa.string()),
+        ("day", pa.date32()),
+        ("pool", pa.string()),
+        ("deployment", pa.string()),
+    ]
+)
+
 PriceMap = dict[str, Decimal | None]  # price column -> USD per token
 
 
@@ -256,7 +270,22 @@ def deployments_table(pricebook: PriceBook | None = None) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=DEPLOYMENTS_SCHEMA)
 
 
-_TEMP_TABLES = ("pricing_gpu_calls", "pricing_gpu_hours", "pricing_gpu_call_costs")
+def pools_table(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None = None) -> pa.Table:
+    """One row per distinct call key and deployment `pool` serving it (empty when no deployment names a pool)."""
+    book = pricebook or PriceBook()
+    rows: list[dict] = []
+    if any(d.pool is not None for d in book.deployments):
+        keys = con.execute(
+            "SELECT DISTINCT provider, model, model_raw, CAST(started_at AS DATE) AS day FROM raw_calls"
+        ).fetchall()
+        for provider, model, model_raw, day in keys:
+            for pool, d in book.pool_deployments(provider, model, model_raw).items():
+                rows.append({"provider": provider, "model": model, "model_raw": model_raw, "day": day,
+                             "pool": pool, "deployment": d.name})
+    return pa.Table.from_pylist(rows, schema=POOLS_SCHEMA)
+
+
+_TEMP_TABLES = ("pricing_gpu_calls", "pricing_gpu_hours", "pricing_gpu_shares", "pricing_gpu_call_costs")
 
 
 def _unit_prices_sql(con: duckdb.DuckDBPyConnection) -> str:
@@ -272,6 +301,7 @@ def build_costs(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None) -> 
     """Price every call (USD, DECIMAL) into `call_costs` and every deployment-hour into `deployment_costs`."""
     con.register("price_table", price_table(con, pricebook))
     con.register("pricing_deployments", deployments_table(pricebook))
+    con.register("pricing_deployment_pools", pools_table(con, pricebook))
     # Without the latency stage, phase times come from what the sources measured (vLLM reports them).
     own_timing = not relation_exists(con, "call_timing")
     with transaction(con):

@@ -90,13 +90,15 @@ class Flusher:
             log.log(level, "store busy (%s); %d segment(s) wait in the spool", e.message, len(pending))
             return False
         totals = dict.fromkeys(COUNTS, 0)
+        load_ids: list[str] = []
         with telemetry.operation("receiver.flush", segments=len(pending)):
             try:
+                since = _basis(con)  # before loading: the snapshot made at this basis can take just the new days
                 for segment in pending:
-                    for k, v in self._load_segment(con, segment).items():
+                    for k, v in self._load_segment(con, segment, load_ids).items():
                         totals[k] += v
                 if totals["accepted"] or totals["rejected"]:  # a batch of duplicates changes nothing to show
-                    _publish(con, self.db)
+                    _publish(con, self.db, load_ids, since)
             finally:
                 con.close()
         for segment in pending:
@@ -106,7 +108,7 @@ class Flusher:
                  time.perf_counter() - started)
         return True
 
-    def _load_segment(self, con, segment: Segment) -> dict[str, int]:
+    def _load_segment(self, con, segment: Segment, load_ids: list[str]) -> dict[str, int]:
         counts = dict.fromkeys(COUNTS, 0)
         load_id = ""
         if segment.data.exists() and segment.data.stat().st_size:
@@ -121,6 +123,7 @@ class Flusher:
                 for k in COUNTS:
                     counts[k] += getattr(r, k)
             load_id = results[0].load_id if results else ""
+            load_ids.extend(r.load_id for r in results if r.load_id)
         rejects = segment.read_rejects()
         if rejects:
             counts["rejected"] += _store_rejects(con, rejects, load_id or uuid.uuid4().hex[:16])
@@ -183,13 +186,25 @@ def _store_rejects(con, rejects: list, load_id: str) -> int:
         con.unregister("_receiver_rejects")
 
 
-def _publish(con, db: Path) -> None:
-    """Refresh the dashboard's snapshot when `pipeline/publish.py` is installed; a failure is logged, not raised."""
+def _basis(con) -> str | None:
+    """The store's basis for an incremental publish (`publish.store_basis`), None without the publish stage."""
     try:
-        from .publish import publish
+        from .publish import store_basis
+    except ImportError:
+        return None
+    return store_basis(con)
+
+
+def _publish(con, db: Path, load_ids: list[str], since: str | None) -> None:
+    """Refresh the dashboard's snapshot when `pipeline/publish.py` is installed; a failure is logged, not raised.
+
+    Incremental: when the current snapshot was made at basis `since` (the store before this flush), only the days
+    of the calls this flush stored are computed and the rest is copied from it; otherwise every day is."""
+    try:
+        from .publish import loaded_days, publish
     except ImportError:
         return
     try:
-        publish(con, db)
+        publish(con, db, days=loaded_days(con, load_ids), since=since)
     except Exception:
         log.exception("publishing the dashboard snapshot failed; the calls are stored and the next flush publishes")

@@ -372,3 +372,62 @@ def test_the_store_held_by_another_process_is_waited_for(tmp_path):
         rec.stop()
         runner.join(timeout=30)
     assert query(db, "SELECT count(*) FROM requests WHERE span_id = 'e1e1e1e1e1e1e1e1'")[0][0] == 1
+
+
+def _otlp_line(trace: str, span: str, start_ns: int) -> str:
+    """One OTLP JSON request (the spool's line format) holding one chat span."""
+    attrs = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+             {"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
+             {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}},
+             {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "900"}},
+             {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "50"}}]
+    span_json = {"traceId": trace, "spanId": span, "name": "chat gpt-4o", "kind": 3,
+                 "startTimeUnixNano": str(start_ns), "endTimeUnixNano": str(start_ns + 10**9), "attributes": attrs}
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "flush-days"}}]}, "scopeSpans": [{"spans": [span_json]}]}]})
+
+
+def test_a_flush_publishes_only_the_days_it_loaded(tmp_path):
+    try:
+        from phaselens.pipeline.publish import current_snapshot
+    except ImportError:
+        pytest.skip("the publish stage is not installed")
+    from phaselens.pipeline.receiver_flush import Flusher
+    from phaselens.pipeline.receiver_spool import Spool
+
+    db = tmp_path / "store.duckdb"
+    spool = Spool(tmp_path / "spool")
+    flusher = Flusher(db, spool, 60.0)
+    day = 86_400 * 10**9
+
+    def meta() -> dict:
+        with duckdb.connect(str(current_snapshot(db)), read_only=True) as snap:
+            return dict(snap.execute("SELECT key, value FROM published_meta").fetchall())
+
+    def published_calls() -> dict:
+        with duckdb.connect(str(current_snapshot(db)), read_only=True) as snap:
+            return dict(snap.execute("SELECT CAST(hour AS DATE)::VARCHAR, sum(calls) FROM rollup_hourly GROUP BY 1").fetchall())
+
+    try:
+        spool.append(_otlp_line("a" * 32, "1" * 16, T0), 1, [])
+        spool.append(_otlp_line("a" * 32, "2" * 16, T0 + day), 1, [])
+        assert flusher.flush()
+        assert meta()["computed_days"] == "all"  # no snapshot yet: every day
+        spool.append(_otlp_line("b" * 32, "3" * 16, T0 + 2 * day), 1, [])
+        spool.append(_otlp_line("b" * 32, "4" * 16, T0 + 2 * day + 60 * 10**9), 1, [])
+        assert flusher.flush()
+        assert meta()["computed_days"] == "2025-08-15"  # the day this flush stored, the other two copied
+        assert published_calls() == {"2025-08-13": 1, "2025-08-14": 1, "2025-08-15": 2}
+        spool.append(_otlp_line("b" * 32, "4" * 16, T0 + 2 * day + 60 * 10**9), 1, [])  # a duplicate only
+        assert flusher.flush()
+        assert meta()["computed_days"] == "2025-08-15"  # nothing new: the snapshot stays
+    finally:
+        spool.close()
+    con = connect(db)
+    try:  # what a full publish of the same store gives
+        from phaselens.pipeline.publish import publish
+        publish(con, db)
+    finally:
+        con.close()
+    assert meta()["computed_days"] == "all"
+    assert published_calls() == {"2025-08-13": 1, "2025-08-14": 1, "2025-08-15": 2}

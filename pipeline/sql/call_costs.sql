@@ -42,7 +42,7 @@ token_costs AS (   -- USD as DECIMAL(38, 18); NULL where a bucket has tokens but
 judged AS (
   SELECT
     t.*,
-    g.prefill_cost_usd, g.decode_cost_usd,
+    g.prefill_cost_usd, g.decode_cost_usd, g.prefill_deployment, g.decode_deployment,
     CASE
       WHEN t.price_source = 'gpu_hours' THEN
         CASE WHEN NOT coalesce(g.in_period, false) THEN 'outside_deployment_period'
@@ -57,7 +57,12 @@ judged AS (
 ),
 costs AS (
   SELECT
-    call_id, price_source, matched_model, deployment, unpriced_reason,
+    call_id, price_source, matched_model, unpriced_reason,
+    CASE WHEN price_source = 'gpu_hours' AND prefill_deployment IS NOT NULL THEN
+      CASE WHEN prefill_deployment = decode_deployment THEN prefill_deployment END
+      ELSE deployment END AS deployment,
+    CASE WHEN price_source = 'gpu_hours' THEN coalesce(prefill_deployment, deployment) END AS prefill_deployment,
+    CASE WHEN price_source = 'gpu_hours' THEN coalesce(decode_deployment, deployment) END AS decode_deployment,
     CASE WHEN unpriced_reason IS NULL THEN
       CAST(CASE WHEN price_source = 'gpu_hours' THEN prefill_cost_usd ELSE uncached_cost END AS DECIMAL(38, 12))
     END AS uncached_input_cost_usd,
@@ -84,6 +89,8 @@ SELECT
   unpriced_reason IS NULL AS priced,
   price_source,                    -- genai-prices | price_book | gpu_hours | NULL
   matched_model,                   -- the list-price model or price book entry used
-  deployment,                      -- the self-hosted deployment that served the call
+  deployment,                      -- the self-hosted deployment that served the call (NULL: split over two)
+  prefill_deployment,              -- self-hosted: the deployment (pool) its prefill ran on and was charged to
+  decode_deployment,               -- self-hosted: the deployment (pool) its decode ran on and was charged to
   unpriced_reason
 FROM costs;
