@@ -51,9 +51,9 @@ def audit_rows(con: duckdb.DuckDBPyConnection, name: str) -> tuple[list[str], li
     return columns, rows, total
 
 
-def run_audits(con: duckdb.DuckDBPyConnection) -> None:
-    """Run every audit; raise `AuditError` for the first that returns rows."""
-    for name in audit_names():
+def run_audits(con: duckdb.DuckDBPyConnection, names: list[str] | None = None) -> None:
+    """Run every audit (or those in `names`); raise `AuditError` for the first that returns rows."""
+    for name in audit_names() if names is None else names:
         columns, rows, total = audit_rows(con, name)
         if total:
             raise AuditError(name, columns, rows, total)

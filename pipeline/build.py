@@ -8,7 +8,7 @@ Stages, in order (each leaves one or more tables; SQL in `pipeline/sql/`):
    `reconciliation`    billed vs traced per (provider, model, day, token type); invoice-true `invoice_costs`
 5. `caching_*`         prefix reuse and what a prompt cache would save
 6. `call_attribution`  the per-call results joined; `requests` reads it
-7. `workloads`         per-workload split, dominance, shape, diagnosis and lever
+7. `workloads`         (a table) per-workload split, dominance, shape, diagnosis and lever
 8. `whatif_calls`      the bounded replay set of the routing what-if (pipeline/whatif.py)
 9. audits              `pipeline/sql/audits/*.sql` must return no rows, else the build rolls back (pipeline/audits.py)
 """
@@ -80,6 +80,21 @@ def _settings_table(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     con.execute(f"CREATE OR REPLACE TABLE build_settings AS SELECT {cols}", values)
 
 
+def build_workloads(con: duckdb.DuckDBPyConnection) -> None:
+    """`workloads` as a table: pipeline/sql/workloads.sql defines the `workload_stats` macro and the view over the
+    whole store, which is evaluated once here and kept, so the audits, publish and every reader read stored rows
+    (the view costs about a second per read at 300 k calls). `workload_stats(since, until)` stays a macro."""
+    kind = con.execute("SELECT 'table' FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'workloads' "
+                       "UNION ALL SELECT 'view' FROM duckdb_views() WHERE schema_name = 'main' "
+                       "AND view_name = 'workloads' AND NOT internal").fetchall()
+    if ("table",) in kind:
+        con.execute("DROP TABLE main.workloads")
+    con.execute(sql_text("sketch_macros") + sql_text("workloads"))
+    con.execute("CREATE OR REPLACE TABLE main.workloads_built AS SELECT * FROM main.workloads")
+    con.execute("DROP VIEW main.workloads")
+    con.execute("ALTER TABLE main.workloads_built RENAME TO workloads")
+
+
 def stage_timer(result: BuildResult, on_stage: Callable[[str, float], None] | None) -> Callable[[str, Callable[[], None]], None]:
     """`stage(name, fn)`: runs `fn`, records its seconds in `result.seconds[name]` and reports them to `on_stage`."""
     def stage(name: str, fn: Callable[[], None]) -> None:
@@ -144,8 +159,8 @@ def _in_transaction(con: duckdb.DuckDBPyConnection, fn: Callable[[], None]) -> N
 def _incremental(con: duckdb.DuckDBPyConnection, config: Config, p, stage, result: BuildResult) -> None:
     from . import incremental
 
+    # audits inside: the per-call ones over the recomputed calls, the rest global; a failure rolls all back
     result.days_rebuilt = incremental.recompute(con, config, p, stage)
-    stage("audits", lambda: run_audits(con))  # the same invariants as a full build; a failure rolls all back
     con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))")
     incremental.record(con, p, len(result.days_rebuilt))
 
@@ -172,7 +187,7 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
-        stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
+        stage("workloads", lambda: build_workloads(con))
         stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
         stage("audits", lambda: run_audits(con))  # invariants of the built store; a failure rolls all back
         con.execute(

@@ -283,6 +283,33 @@ class Scratch:
             self.con.execute(f"DROP SCHEMA {SCRATCH}")
 
 
+AUDIT = "phaselens_audit"
+PER_CALL_AUDITS = frozenset({"call_attribution_once", "calls_priced_or_flagged", "no_negative_tokens_or_durations"})
+"""Audits whose offending rows are calls (raw_calls, call_attribution): an incremental build runs them on the calls
+of the recomputed days only, the rows it wrote; the rest (allocation, workload shares) are cheap and global."""
+
+
+def audit_touched(con: duckdb.DuckDBPyConnection, calls_rebuilt: bool) -> None:
+    """The audits of an incremental build: the per-call ones over the recomputed calls (`incr_calls`, when days
+    were rebuilt), every other one over the whole store. A failure raises `AuditError` (the build rolls back)."""
+    from .audits import audit_names, run_audits
+
+    names = audit_names()
+    if calls_rebuilt:
+        path = con.execute("SELECT current_setting('search_path')").fetchone()[0]
+        con.execute(f"CREATE SCHEMA {AUDIT}")
+        try:
+            for t in ("raw_calls", "call_attribution"):
+                con.execute(f"CREATE VIEW {AUDIT}.{t} AS SELECT * FROM main.{t} "
+                            "WHERE call_id IN (SELECT call_id FROM incr_calls)")
+            con.execute(f"SET search_path = '{AUDIT},main'")
+            run_audits(con, [n for n in names if n in PER_CALL_AUDITS])
+        finally:
+            con.execute(f"SET search_path = '{path or 'main'}'")
+        con.execute(f"DROP VIEW {AUDIT}.raw_calls; DROP VIEW {AUDIT}.call_attribution; DROP SCHEMA {AUDIT}")
+    run_audits(con, [n for n in names if n not in PER_CALL_AUDITS])
+
+
 def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) -> list[date | None]:
     """The incremental build's stages (inside the build's transaction); returns the days recomputed."""
     from . import build as b
@@ -327,12 +354,18 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             con.execute(_context_sql())
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))
             s.splice(SLICED["attribution"])
-            stage("workloads", lambda: con.execute(sql_text("sketch_macros") + sql_text("workloads")))
+            stage("workloads", lambda: b.build_workloads(con))
+            # the what-if picks per (workload, day): the recomputed days' requests are all it reads
+            con.execute(f"CREATE TABLE {SCRATCH}.requests AS SELECT * FROM main.requests "
+                        f"WHERE {DAY_KEY} IN (SELECT dkey FROM incr_days)")
             s.inside()
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])
-    elif any(p.new_loads.values()):
+    elif any(p.new_loads.values()):  # billing lines alone: the invoice side, and `workloads` that reads it
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
+        stage("workloads", lambda: b.build_workloads(con))
+    if days or any(p.new_loads.values()):
+        stage("audits", lambda: audit_touched(con, bool(days)))
     for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",
               "incr_cache_calls"):
         con.execute(f"DROP TABLE IF EXISTS {t}")

@@ -153,6 +153,9 @@ if step == "synth":
     con.execute(LEDGER, {"load": load})
     con.execute(BILLING, {"load": load})
     out["calls"] = con.execute("SELECT count(*) FROM raw_calls").fetchall()[0][0]
+elif step == "basis":  # what the store stands at before a load: the publish after it names this basis
+    from phaselens.pipeline.publish import store_basis
+    out["basis"] = store_basis(connect(db))
 elif step == "baseline":
     con = duckdb.connect(db)
     con.execute(BASELINE, [sys.argv[3]])
@@ -235,26 +238,28 @@ def run(days: int, n: int, seed: int, log) -> dict:
         log(f"full publish {p['wall_s']:.1f} s")
         r["store_mb_per_m_calls"] = round(mb(db) / (r["calls"] / 1e6), 1)
 
-        # 2. one more day, incremental build and publish
+        # 2. one more day, incremental build and publish (the basis is read before the load changes the store)
+        basis = measured("basis", str(db))["basis"]
         measured("synth", str(db), str(days), "1", str(n), "0", str(seed))
         r["baseline_day_s"] = measured("baseline", str(db), f"bench-d{days}")["wall_s"]
         b = measured("build", str(db), "incremental")
         r["day_build_s"], r["day_build_peak_mb"], r["day_build_days"] = b["wall_s"], b["peak_mb"], b["days"]
         r["day_build_stages"], r["day_build_full"], r["day_build_reason"] = b["seconds"], b["full"], b["reason"]
-        p = measured("publish", str(db), json.dumps(b["days"]), b["basis"]) if b["days"] is not None else \
+        p = measured("publish", str(db), json.dumps(b["days"]), basis) if b["days"] is not None else \
             measured("publish", str(db))
         r["day_publish_s"], r["day_publish_computed"] = p["wall_s"], p["computed_days"]
         log(f"new day: build {b['wall_s']:.1f} s (days {b['days']}), publish {p['wall_s']:.1f} s "
             f"(computed {p['computed_days']}; baseline {r['baseline_day_s']:.2f} s)")
 
         # 3. a late file for an old day, incremental build and publish
+        basis = measured("basis", str(db))["basis"]
         measured("synth", str(db), str(late_day), "1", str(late_n), "1", str(seed + 1))
         r["late_calls"] = late_n
         r["baseline_late_s"] = measured("baseline", str(db), f"bench-late-d{late_day}")["wall_s"]
         b = measured("build", str(db), "incremental")
         r["late_build_s"], r["late_build_peak_mb"], r["late_build_days"] = b["wall_s"], b["peak_mb"], b["days"]
         r["late_build_full"] = b["full"]
-        p = measured("publish", str(db), json.dumps(b["days"]), b["basis"]) if b["days"] is not None else \
+        p = measured("publish", str(db), json.dumps(b["days"]), basis) if b["days"] is not None else \
             measured("publish", str(db))
         r["late_publish_s"], r["late_publish_computed"] = p["wall_s"], p["computed_days"]
         log(f"late file: build {b['wall_s']:.1f} s (days {b['days']}), publish {p['wall_s']:.1f} s")
