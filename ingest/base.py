@@ -161,8 +161,8 @@ class SourceFile:
             self.display = str(self.path)
 
     def incomplete(self, why: str) -> None:
-        """Note a reason the file was not read in full (each reason once)."""
-        if why not in self.problems:
+        """Note a reason the file was not read in full (each reason once; an empty one is no reason)."""
+        if why and why not in self.problems:
             self.problems.append(why)
 
     @cached_property

@@ -51,8 +51,14 @@ def _at(values: Any, i: int) -> Any:
     return values[i] if isinstance(values, list) and i < len(values) else None
 
 
+def _scalar(value: Any) -> Any:
+    """A run field as stored: an object or array where a scalar belongs is named, not copied (it may be
+    nested deeper than JSON encoding reaches)."""
+    return f"(not a scalar: {type(value).__name__})" if isinstance(value, dict | list) else value
+
+
 def _run_attrs(doc: dict) -> dict:
-    attrs = {k: doc.get(k) for k in RUN_FIELDS}
+    attrs = {k: _scalar(doc.get(k)) for k in RUN_FIELDS}
     attrs["bench_date"] = text_or_none(doc.get("date"))
     return attrs
 
@@ -125,8 +131,9 @@ class VllmBenchAdapter:
         except ValueError as e:
             # a result cut short keeps its whole per-request lists; requests past a cut list are rejected below
             cut = jsonread.salvage(text)
-            src.incomplete(cut.why)
-            yield reject(src, SOURCE, f"@{cut.position}", "malformed_json", f"{cut.why}: what follows is not read ({e})")
+            if cut.why:  # empty: the document is whole, only nested deeper than the standard decoder reads
+                src.incomplete(cut.why)
+                yield reject(src, SOURCE, f"@{cut.position}", "malformed_json", f"{cut.why}: what follows is not read ({e})")
             doc = cut.value
             if not isinstance(doc, dict):
                 return
@@ -140,7 +147,7 @@ class VllmBenchAdapter:
         count = max(lengths.values())
         fingerprint = file_fingerprint(src)
         provider = option_text(src, "provider") or BACKEND_PROVIDER.get(
-            str(doc.get("backend") or "").lower(), text_or_none(doc.get("backend")) or "vllm")
+            (text_or_none(doc.get("backend")) or "").lower(), text_or_none(doc.get("backend")) or "vllm")
         model_raw = option_text(src, "model") or text_or_none(doc.get("model_id")) or UNKNOWN_MODEL
         for i in range(count):
             where = f"request[{i}]"

@@ -202,10 +202,11 @@ def read_json_values(src: SourceFile, source: str) -> Iterator[tuple[str, Any] |
                                  detail=f"not valid JSON: {e}", raw=truncate_raw(line))
             return
         cut = jsonread.salvage(text, parse_float=Decimal)
-        src.incomplete(cut.why)
-        yield Reject(source=source, locator=src.locator(f"@{cut.position}"), reason="malformed_json",
-                     detail=f"{cut.why}: what follows is not read",
-                     raw=truncate_raw(text[max(cut.position - 200, 0):cut.position + 200]))
+        if cut.why:  # empty: the document is whole, only nested deeper than the standard decoder reads
+            src.incomplete(cut.why)
+            yield Reject(source=source, locator=src.locator(f"@{cut.position}"), reason="malformed_json",
+                         detail=f"{cut.why}: what follows is not read",
+                         raw=truncate_raw(text[max(cut.position - 200, 0):cut.position + 200]))
         doc = cut.value
         if doc is None:
             return

@@ -152,7 +152,11 @@ def seconds_between(start: datetime | None, end: datetime | None) -> float | Non
 
 
 def text_or_none(value: Any) -> str | None:
-    """A non-blank value as a stripped string, else None."""
+    """A non-blank scalar as a stripped string, else None. An object or array where text belongs is not
+    text: it reads as absent (so each field's rule for a missing value applies), never as its repr, which
+    for a deeply nested value overflows the stack."""
+    if isinstance(value, dict | list | tuple):
+        return None
     return None if is_blank(value) else str(value).strip()
 
 
@@ -320,8 +324,9 @@ def iter_json_records(src: SourceFile, source: str) -> Iterator[Row]:
             if doc is None:
                 yield 0, "1", reject(src, source, 1, "malformed_json", cut.why)
                 return
-            yield -1, f"@{cut.position}", reject(
-                src, source, f"@{cut.position}", "malformed_json", f"{cut.why}: what follows is not read")
+            if cut.why:  # empty: the document is whole, only nested deeper than the standard decoder reads
+                yield -1, f"@{cut.position}", reject(
+                    src, source, f"@{cut.position}", "malformed_json", f"{cut.why}: what follows is not read")
     if isinstance(doc, dict):
         data = doc.get("data")
         if isinstance(data, list):

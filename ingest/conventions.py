@@ -88,6 +88,9 @@ FIELDS: dict[str, list[Key]] = {
         Key("ai.model.provider", "vercel_ai", "text"),
     ],
     "input_tokens": [
+        # OpenLIT's Anthropic instrumentation copies Anthropic's usage.input_tokens (cache reads and writes
+        # excluded) into the OTel name (openlit/instrumentation/anthropic/utils.py)
+        Key("gen_ai.usage.input_tokens", "openlit", semantics=EXC, scope="openlit.instrumentation.anthropic"),
         Key("gen_ai.usage.input_tokens", "otel_genai", semantics=INC),
         Key("gen_ai.usage.prompt_tokens", "otel_genai_deprecated", semantics=INC),
         Key("llm.usage.prompt_tokens", "openllmetry", semantics=INC),

@@ -234,9 +234,17 @@ def main():
         I().instrument(tracer_provider=tp)
         drive_sdk()
     elif inst == "openlit":
+        import inspect
+
         import openlit
-        openlit.init(tracer=tp.get_tracer("openlit"), disable_metrics=True, collect_gpu_stats=False,
-                     disabled_instrumentors=[x for x in ("anthropic", "openai") if x != API])
+        from opentelemetry import trace as otel_trace
+        kw = dict(disable_metrics=True, collect_gpu_stats=False,
+                  disabled_instrumentors=[x for x in ("anthropic", "openai") if x != API])
+        if "tracer" in inspect.signature(openlit.init).parameters:
+            kw["tracer"] = tp.get_tracer("openlit")
+        else:  # openlit >= 1.35 has no `tracer`: it reuses the global TracerProvider when one is set
+            otel_trace.set_tracer_provider(tp)
+        openlit.init(**kw)
         drive_sdk()
     elif inst == "logfire":
         import logfire

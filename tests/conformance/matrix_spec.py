@@ -17,7 +17,11 @@ VENVS: dict[str, list[str]] = {
     "openllmetry-anthropic": ["anthropic", "opentelemetry-instrumentation-anthropic"],
     "openinference-openai": ["openai", "openinference-instrumentation-openai"],
     "openinference-anthropic": ["anthropic", "openinference-instrumentation-anthropic"],
-    "openlit": ["openlit", "openai", "anthropic"],
+    # openlit imports opentelemetry._events/_logs: a venv upgraded in place mixed OTel 1.39 and 1.45 parts
+    # (`cannot import name '_events'`); pin one consistent OTel release and the SDK majors openlit supports.
+    "openlit": ["openlit==1.45.0", "openai>=1.92,<3", "anthropic>=0.42,<1",
+                "opentelemetry-api==1.45.1", "opentelemetry-sdk==1.45.1", "opentelemetry-exporter-otlp==1.45.1",
+                "opentelemetry-instrumentation==0.66b1", "opentelemetry-semantic-conventions==0.66b1"],
     "logfire": ["logfire", "openai", "anthropic"],
     "langfuse": ["langfuse>=3", "openai"],
     "pydantic-ai": ["pydantic-ai-slim[openai,anthropic]"],

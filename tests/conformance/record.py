@@ -18,6 +18,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,9 @@ def ensure_venv(venv: str, log=print) -> tuple[bool, str]:
     if py.exists() and marker.exists() and marker.read_text() == want:
         return True, "cached"
     CACHE.mkdir(parents=True, exist_ok=True)
+    if py.exists() and not (marker.exists() and marker.read_text() == want):
+        # Never upgrade in place: pip leaves older packages of a namespace (opentelemetry-*) beside new ones.
+        shutil.rmtree(CACHE / venv)
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(CACHE / venv)], check=True)
     log(f"[{venv}] installing {' '.join(VENVS[venv])}")
@@ -110,6 +114,7 @@ def record_entry(name: str, log=print) -> dict:
             (out / "driver.stderr.txt").write_text(r.stderr[-8000:])
         else:
             run["status"] = "recorded"
+            (out / "driver.stderr.txt").unlink(missing_ok=True)  # an earlier failed run's
         client = tmp / "client.jsonl"
         client = [json.loads(x) for x in client.read_text().splitlines()] if client.exists() else []
         if len(client) == len(truth) and all(c["model"] == t["model"] for c, t in zip(client, truth)):
@@ -139,7 +144,11 @@ def summarise_versions() -> None:
             continue
         pins = dict(line.split("==", 1) for line in vf.read_text().splitlines() if "==" in line)
         keys = {"openai", "anthropic", "opentelemetry-sdk", spec["package"]}
-        keys |= {k for k in pins if k.startswith(("opentelemetry-instrumentation-", "openinference-instrumentation-"))}
+        # the instrumentation packages the venv asks for (not those an instrumentation pulls in, e.g. openlit's
+        # http and web-framework instrumentations)
+        asked = {re.split(r"[\[<>=!~;]", p, maxsplit=1)[0].strip().lower() for p in VENVS[spec["venv"]]}
+        keys |= {k for k in pins if k.startswith(("opentelemetry-instrumentation-", "openinference-instrumentation-"))
+                 and k.lower() in asked}
         summary[name] = {k: pins[k] for k in sorted(keys) if k in pins}
     (FIXTURES / "versions.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
 

@@ -19,6 +19,7 @@ is compared with the seed's, gets a store of its own in memory.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import random
 import re
@@ -245,6 +246,7 @@ def run_adapter(adapter: str, work: Path, *, seed: int = 11, sizes: dict | None 
     report = Report(adapter)
     work.mkdir(parents=True, exist_ok=True)
     con = connect(work / f"{adapter}.duckdb")
+    tried: set[bytes] = set()  # mutants already loaded into this store, by content
     try:
         for s_i, rel in enumerate(seeds if seeds is not None else SEEDS[adapter]):
             seed_path = ROOT / rel
@@ -260,6 +262,11 @@ def run_adapter(adapter: str, work: Path, *, seed: int = 11, sizes: dict | None 
                 continue
             rng = random.Random(f"{seed}:{adapter}:{rel}")
             for k, m in enumerate(mutants(data, rng, **sizes)):
+                # the same bytes twice (two random offsets that agree) would be `unchanged` the second time
+                key = hashlib.sha256(m.data).digest()
+                if key in tried:
+                    continue
+                tried.add(key)
                 if m.kind == "same":  # under the seed's own name: some sources label records by file name
                     path = work / f"same.{s_i}.{k:03d}" / seed_path.name
                     path.parent.mkdir()

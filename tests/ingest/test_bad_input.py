@@ -553,3 +553,15 @@ def test_an_error_that_aborts_the_transaction_is_reported_as_itself_and_later_fi
     assert [f.status for f in result.files] == ["failed", "loaded"]
     assert "the first error" in result.files[0].message, result.files[0].message
     assert result.files[1].accepted > 0
+
+
+def test_deep_nesting_in_a_vllm_bench_text_field_keeps_the_requests(store, tmp_path):
+    # the fuzz run's mutant (seed 12): `backend` of a recorded result replaced by 5,000 nested arrays
+    doc = json.loads((FIX / "bench/vllm_bench.e2els_short_list.json").read_text())
+    ref = ingest(store, [_write(tmp_path, "ref.json", json.dumps(doc))]).files[0]
+    doc["backend"] = "__DEEP__"
+    p = _write(tmp_path, "deep_backend.json", json.dumps(doc).replace('"__DEEP__"', "[" * 5000 + "]" * 5000))
+    r = ingest(store, [p], force=True).files[0]
+    assert r.status == "loaded", r.message
+    assert r.accepted + r.duplicates + r.rejected == ref.accepted + ref.rejected
+    assert r.accepted + r.duplicates > 0
