@@ -19,7 +19,7 @@ import io
 import json
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import IO, ClassVar, Literal, Protocol, runtime_checkable
@@ -71,6 +71,11 @@ class StageCounts:
     accepted: int = 0
     rejected: int = 0
     skipped: int = 0
+    duplicates: int = 0  # records already stored (or repeated in the file), found before staging
+    replaced: int = 0  # stored rows the load removed from the raw table to stage their re-merged form (OTLP)
+
+    def __add__(self, other: StageCounts) -> StageCounts:
+        return StageCounts(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
 
 GZIP_CHUNK = 1 << 16

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from phaselens.models.vocabulary import expand_sql_rules
 
-from . import conventions, jsonread
+from . import conventions, jsonread, otlp_carry
 from .base import SourceFile, StageCounts, UnreadableFile
 
 _ANY = {
@@ -115,10 +115,16 @@ def spans_sql() -> str:
 
 
 @functools.cache
+def sdk_scope_sql() -> str:
+    """A condition on `_scope`: the span is a provider SDK's own (conventions.SDK_SCOPES)."""
+    like = " OR ".join("_scope LIKE '" + x.replace("'", "''") + "%'" for x in conventions.SDK_SCOPES) or "false"
+    return f"({like})"
+
+
+@functools.cache
 def merge_sql() -> str:
     """sql/otlp_merge.sql with the provider SDKs' own scopes from the conventions table."""
-    like = " OR ".join("_scope LIKE '" + x.replace("'", "''") + "%'" for x in conventions.SDK_SCOPES) or "false"
-    return _sql("otlp_merge").replace("{{SDK_SCOPE}}", f"({like})")
+    return _sql("otlp_merge").replace("{{SDK_SCOPE}}", sdk_scope_sql())
 
 
 MERGE_ROUNDS = 4  # label propagation rounds: enough for chains of up to 2**4 spans of one call
@@ -162,10 +168,10 @@ class OtlpJsonAdapter:
         chunks = _line_chunks(src) if _is_json_lines(src) else [(1, [src.read_text()])]
         for first_line, lines in chunks:
             lines = [jsonread.no_lone_surrogates(line) for line in lines]  # one bad value must not lose the line
-            counts, good = stage_otlp_lines(con, lines, src.display, first_line, keep=keep_list(src.options))
+            counts, good = stage_otlp_lines(con, lines, src.display, first_line, keep=keep_list(src.options),
+                                            load_id=load_id)
             batches += good
-            total = StageCounts(total.accepted + counts.accepted, total.rejected + counts.rejected,
-                                total.skipped + counts.skipped)
+            total = total + counts
             if progress:
                 progress(first_line + len(lines) - 1)
         if not batches:
@@ -193,12 +199,13 @@ def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
 
 def stage_otlp_lines(
     con: duckdb.DuckDBPyConnection, lines: list[str], display: str, first_line: int = 1,
-    keep: list[str] | None = None,
+    keep: list[str] | None = None, load_id: str = "",
 ) -> tuple[StageCounts, int]:
     """Parse OTLP JSON lines (numbered from `first_line`) into staged calls and rejects.
 
-    `keep` is the attribute allow-list (default: the conventions' keys, see `keep_list`). Returns the
-    counts and the number of lines that were OTLP batches (the receiver uses it too).
+    `keep` is the attribute allow-list (default: the conventions' keys, see `keep_list`). Runs inside the load's
+    transaction: the chunk's spans are merged with the stored spans of the same calls (otlp_carry), and are stored
+    under `load_id`. Returns the counts and the number of lines that were OTLP batches.
     """
     for m in _MACROS:
         con.execute(m)
@@ -210,7 +217,7 @@ def stage_otlp_lines(
         {"first": first_line, "lines": lines},
     )
     try:
-        counts = _stage_chunk(con, display, keep if keep is not None else keep_list(None))
+        counts = _stage_chunk(con, display, keep if keep is not None else keep_list(None), load_id)
     except BaseException:
         # in a transaction the error aborted, the drop fails too: the error to report is the first one
         with contextlib.suppress(duckdb.Error):
@@ -220,7 +227,8 @@ def stage_otlp_lines(
     return counts
 
 
-def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) -> tuple[StageCounts, int]:
+def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str],
+                 load_id: str) -> tuple[StageCounts, int]:
     """Stage one chunk; returns its counts and how many of its lines were OTLP batches."""
     con.execute(
         """
@@ -256,11 +264,16 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
         """
     )
     con.execute(spans_sql(), {"display": display, "keep": keep})
+    rejected, skipped = con.execute(
+        "SELECT count(*) FILTER (WHERE _reason IS NOT NULL), count(*) FILTER (WHERE _kind = 'skip') FROM otlp_spans"
+    ).fetchall()[0]
     con.execute(_sql("otlp_prefix"))
+    carried = otlp_carry.carry_in(con, sdk_scope_sql())  # duplicates out, stored spans of the same calls in
     con.execute(merge_sql())
     for _ in range(MERGE_ROUNDS):
         con.execute(_sql("otlp_merge_step"))
     con.execute(_sql("otlp_calls"))
+    settled = otlp_carry.settle(con, load_id)  # only new or changed calls stay in otlp_calls
     con.execute(
         """
         INSERT INTO stage_calls BY NAME
@@ -288,7 +301,7 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
                  WHEN 'bad_number' THEN 'a token count, TTFT or duration is not a number or out of range'
                END AS detail,
                left(attributes_json, 500) AS raw
-        FROM otlp_spans WHERE _reason IS NOT NULL
+        FROM otlp_spans WHERE _reason IS NOT NULL AND NOT _pulled
         UNION ALL
         SELECT 'otlp', $display || ':' || line_no, bad,
                CASE bad WHEN 'malformed_json' THEN 'line is not valid JSON'
@@ -308,18 +321,18 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str]) 
         """,
         {"display": display},
     )
-    rejected, skipped = con.execute(
-        "SELECT count(*) FILTER (WHERE _reason IS NOT NULL), count(*) FILTER (WHERE _kind = 'skip') FROM otlp_spans"
-    ).fetchall()[0]
-    # spans merged into another span's call count as skipped: they describe a call stored once
-    accepted, merged = con.execute("SELECT count(*), coalesce(sum(n_spans - 1), 0) FROM otlp_calls").fetchall()[0]
-    skipped += merged
+    # spans merged into another span's call count as skipped: they describe a call stored once. Across loads the
+    # chunk's new call spans made `net` more calls (a stored call they joined is replaced, not added to)
+    net = settled["calls"] - settled["replaced"] - settled["unstaged"]
+    skipped += max(0, carried["new_call_spans"] - net)
     # fetchall, not fetchone: an open result would keep the registered chunk in use
     total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
     lost = con.execute("SELECT count(*) FROM otlp_lost").fetchall()[0][0]
     for t in ("otlp_lost", "otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    return StageCounts(accepted=accepted, rejected=rejected + bad_lines + lost, skipped=skipped), total_lines - bad_lines
+    counts = StageCounts(accepted=max(0, net), rejected=rejected + bad_lines + lost, skipped=skipped,
+                         duplicates=carried["duplicates"], replaced=settled["replaced"])
+    return counts, total_lines - bad_lines
 
 
 ADAPTERS = [OtlpJsonAdapter()]

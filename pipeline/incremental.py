@@ -192,12 +192,16 @@ FROM (
                      ELSE list_transform(range(0, greatest(coalesce(date_diff('day', CAST(started_at AS DATE),
                             CAST(ended_at AS DATE)), 0), 0) + 1), lambda k: CAST(started_at AS DATE) + CAST(k AS INTEGER))
                 END) AS d
-  FROM main.raw_calls WHERE load_id IN (SELECT load_id FROM incr_loads)
+  FROM (SELECT started_at, ended_at FROM main.raw_calls WHERE load_id IN (SELECT load_id FROM incr_loads)
+        UNION ALL  -- the rows these loads replaced (docs/store.md, raw_calls_replaced): their old days change too
+        SELECT started_at, ended_at FROM main.raw_calls_replaced WHERE load_id IN (SELECT load_id FROM incr_loads))
 );
 -- every stage but caching: the touched days themselves
 CREATE OR REPLACE TEMP TABLE incr_days AS SELECT dkey FROM incr_touched;
 CREATE OR REPLACE TEMP TABLE incr_calls AS
-SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_days);
+SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_days)
+UNION  -- a retired call's built rows are deleted and nothing replaces them
+SELECT call_id FROM main.raw_calls_replaced WHERE retired AND load_id IN (SELECT load_id FROM incr_loads);
 -- caching reuse: a touched day and those within the caching reach either side (reuse looks back, first writes
 -- look forward), read with the days within the reach of those; calls without a start time have no reuse
 CREATE OR REPLACE TEMP TABLE incr_cache_days AS
@@ -207,7 +211,8 @@ CREATE OR REPLACE TEMP TABLE incr_cache_context_days AS
 SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
 FROM incr_cache_days, range(-{reach}, {reach} + 1) t(k);
 CREATE OR REPLACE TEMP TABLE incr_cache_calls AS
-SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_cache_days);
+SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_cache_days)
+UNION SELECT call_id FROM incr_calls;
 """
 
 

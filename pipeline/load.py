@@ -47,6 +47,7 @@ class FileResult:
     skipped: int = 0
     message: str = ""
     seconds: float = 0.0
+    replaced: int = 0  # stored calls the file changed (later spans of them arrived), not in the ledger
 
     @property
     def failed(self) -> bool:
@@ -289,11 +290,13 @@ def _load_file(
         else:  # pragma: no cover - registry guarantees one of the two
             raise TypeError(f"adapter {adapter.name} has neither stage() nor parse()")
         inserted, dups = _commit_stage(con, load_id, adapter.kind)
+        # a re-merged call replaces its stored row: only the net change is new
+        inserted, dups = inserted - counts.replaced, dups + counts.duplicates
         # a file not read in full keeps what was read whole, and says why the rest was not
         r = done(
             status="partial" if src.problems else "loaded", adapter=adapter.name, kind=adapter.kind,
             accepted=inserted, duplicates=dups, rejected=counts.rejected, skipped=counts.skipped,
-            message=("not read in full: " + "; ".join(src.problems)) if src.problems else "",
+            replaced=counts.replaced, message=("not read in full: " + "; ".join(src.problems)) if src.problems else "",
         )
         con.execute("COMMIT")
         return r

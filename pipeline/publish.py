@@ -155,13 +155,15 @@ def whatif_config_json(config: Config) -> str:
 
 
 def store_basis(con: duckdb.DuckDBPyConnection) -> str:
-    """What the store's calls stand at: its last build and how many raw calls it holds (loads only add calls). A
-    writer reads it before it changes the store and passes it to `publish` with the days it changed; a snapshot
-    records the basis it was made from, so a publish that missed a change is caught and made a full one.
+    """What the store's calls stand at: its last build, how many raw calls it holds and how many stored rows loads
+    replaced (loads only add calls, or replace stored ones with what later spans of them said). A writer reads it
+    before it changes the store and passes it to `publish` with the days it changed; a snapshot records the basis
+    it was made from, so a publish that missed a change is caught and made a full one.
     """
     built = con.execute("SELECT max(value) FROM phaselens_meta WHERE key = 'built_at'").fetchall()[0][0]
     calls = con.execute("SELECT count(*) FROM raw_calls").fetchall()[0][0]
-    return f"built_at={built}|calls={calls}"
+    replaced = con.execute("SELECT count(*) FROM raw_calls_replaced").fetchall()[0][0]
+    return f"built_at={built}|calls={calls}|replaced={replaced}"
 
 
 def build_days(result) -> list[date] | None:
@@ -176,8 +178,10 @@ def loaded_days(con: duckdb.DuckDBPyConnection, load_ids: Iterable[str]) -> list
     ids = sorted(set(load_ids))
     if not ids:
         return []
+    # with the old days of the rows those loads replaced (spans of a stored call arrived later)
     rows = con.execute(
-        "SELECT DISTINCT CAST(started_at AS DATE) FROM raw_calls WHERE load_id IN (SELECT unnest(?)) "
+        "SELECT DISTINCT CAST(started_at AS DATE) FROM (SELECT started_at, load_id FROM raw_calls UNION ALL "
+        "SELECT started_at, load_id FROM raw_calls_replaced) WHERE load_id IN (SELECT unnest(?)) "
         "AND started_at IS NOT NULL", [ids]).fetchall()
     return sorted(r[0] for r in rows)
 

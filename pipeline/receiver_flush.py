@@ -29,7 +29,7 @@ from .store import connect
 log = logging.getLogger("phaselens.receiver")
 
 RETRY_MAX_S = 10.0  # longest pause between two tries of a busy store
-COUNTS = ("accepted", "duplicates", "rejected", "skipped")
+COUNTS = ("accepted", "duplicates", "rejected", "skipped", "replaced")  # replaced: stored calls later spans changed
 
 
 def is_locked(e: StoreError) -> bool:
@@ -97,7 +97,8 @@ class Flusher:
                 for segment in pending:
                     for k, v in self._load_segment(con, segment, load_ids).items():
                         totals[k] += v
-                if totals["accepted"] or totals["rejected"]:  # a batch of duplicates changes nothing to show
+                # a batch of duplicates changes nothing to show; one whose spans joined stored calls does
+                if totals["accepted"] or totals["rejected"] or totals["replaced"]:
                     _publish(con, self.db, load_ids, since)
             finally:
                 con.close()

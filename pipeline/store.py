@@ -5,6 +5,10 @@ Tables (written only by `pipeline/`):
 - `raw_billing_lines`  one row per billing line item (`BillingLine`), unique on `billing_line_id`
 - `raw_rejects`        quarantined records with their reason (`Reject`)
 - `raw_loads`          the ledger: one row per file per ingest run
+- `raw_otlp_spans`     every stored OTLP span, normalised (no prompt text), with the call it is part of:
+                       what lets spans of one call that arrive in different loads merge (ingest/otlp_carry.py)
+- `raw_calls_replaced` stored call rows a later load replaced (re-merged with spans it brought), for the
+                       incremental build
 
 Public views (the read model; see docs/store.md): `requests`, `billing_lines`, `rejects`, `loads`,
 `source_gaps`, and the relations `phaselens build` publishes.
@@ -43,6 +47,16 @@ CREATE TABLE IF NOT EXISTS raw_loads (
   skipped BIGINT,             -- valid records that are not model calls (HTTP, tool, agent spans)
   status VARCHAR,             -- loaded | partial | unchanged | empty | failed
   message VARCHAR
+)
+"""
+
+REPLACED_DDL = """
+CREATE TABLE IF NOT EXISTS raw_calls_replaced (
+  call_id VARCHAR,            -- a call whose stored row a later load replaced: new spans of it arrived
+  load_id VARCHAR,            -- the load that replaced it
+  started_at TIMESTAMP,       -- the replaced row's times: the days the incremental build recomputes
+  ended_at TIMESTAMP,
+  retired BOOLEAN             -- the call id is gone (its spans are now part of an earlier-starting call)
 )
 """
 
@@ -110,6 +124,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(create_table_sql("raw_billing_lines", BillingLine))
     con.execute(create_table_sql("raw_rejects", Reject, extra="rejected_at TIMESTAMP"))
     con.execute(LOADS_DDL)
+    con.execute(REPLACED_DDL)
     con.execute(sql_text("call_attribution_ddl"))
     con.execute(sql_text("views"))
     con.execute(sql_text("source_gaps"))

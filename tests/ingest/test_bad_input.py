@@ -542,10 +542,10 @@ def test_an_error_that_aborts_the_transaction_is_reported_as_itself_and_later_fi
 
     real = otlp._stage_chunk
 
-    def chunk(con, display, keep):
+    def chunk(con, display, *rest):
         if "a_bad" in display:
             con.execute("SELECT error('the first error')")
-        return real(con, display, keep)
+        return real(con, display, *rest)
 
     monkeypatch.setattr(otlp, "_stage_chunk", chunk)
     raw = (FIX / "otlp/openai_v2_default.jsonl").read_bytes()

@@ -11,6 +11,7 @@ import pytest
 from phaselens.pipeline.errors import PhaselensError
 from phaselens.pipeline.receiver_decode import BadRequest, decompress, to_otlp_json
 from phaselens.pipeline.receiver_spool import Spool
+from phaselens.pipeline.store import connect
 from tests.test_receiver import FIX, T0, chat_span, pb_request, query, segments
 
 
@@ -91,3 +92,31 @@ def test_a_spooled_protobuf_body_expands_to_the_json_the_slow_path_writes():
     assert len(check_spans(to_otlp_json(bad, "protobuf"), "ref").rejects) == 1
     with pytest.raises(BadRequest):
         clean_protobuf(b"\xff\xff\xff")
+
+
+def test_a_call_whose_spans_arrive_in_two_flushes_is_one_call(tmp_path, monkeypatch):
+    """The recorded OpenLLMetry + anthropic SDK spans, the SDK's in one flush and the instrumentation's in the next:
+    the same calls as one file loaded at once, and the second flush republishes what it changed."""
+    from phaselens.pipeline import receiver_flush
+    from tests.ingest.test_otlp_merge import _recorded_pair_lines, fingerprint, one_file_truth
+
+    inst, sdk = _recorded_pair_lines()
+    truth, _ = one_file_truth(tmp_path, *inst, *sdk)
+    db = tmp_path / "store.duckdb"
+    spool = Spool(tmp_path / "spool")
+    flusher = receiver_flush.Flusher(db, spool, 1.0)
+    published = []
+    monkeypatch.setattr(receiver_flush, "_publish", lambda con, db, load_ids, since: published.append(load_ids))
+    for half in (sdk, inst):
+        for line in half:
+            spool.append(line.rstrip("\n"), 1, [])
+        assert flusher.flush()
+    spool.close()
+    assert segments(tmp_path / "spool") == []
+    con = connect(db)
+    try:
+        assert fingerprint(con) == truth and len(truth) == 12
+        assert con.execute("SELECT count(*), count(*) FILTER (WHERE retired) FROM raw_calls_replaced").fetchone() == (12, 12)
+    finally:
+        con.close()
+    assert len(published) == 2  # the second flush stored no new call but changed twelve
