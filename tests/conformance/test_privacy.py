@@ -39,6 +39,24 @@ def test_no_prompt_text_in_written_files(entry, tmp_path):
         assert done.returncode == 0, done.stderr
     leaked = [p.name for p in out.rglob("*") if p.is_file() and PROMPT_WORD.search(p.read_bytes())]
     assert not leaked, f"{entry}: prompt text found in {leaked}"
+    assert not _text_columns_with_prompt_words(db), entry
+
+
+def _text_columns_with_prompt_words(db: Path) -> list[str]:
+    """Every text column of every table in the store, searched as values (the file's bytes may be compressed), the
+    stored spans (raw_otlp_spans) among them."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM raw_otlp_spans").fetchone()[0] > 0
+        cols = con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() "
+                           "AND NOT internal AND (data_type IN ('VARCHAR', 'JSON') OR data_type LIKE '%VARCHAR%')").fetchall()
+        return [f"{t}.{c}" for t, c in cols
+                if con.execute(f'SELECT count(*) FROM "{t}" WHERE regexp_matches(CAST("{c}" AS VARCHAR), ?)',
+                               [PROMPT_WORD.pattern.decode()]).fetchone()[0]]
+    finally:
+        con.close()
 
 
 def _rejected_copy(line: bytes) -> bytes:
