@@ -3,7 +3,8 @@
 The merge of `sql/otlp_merge.sql` sees the spans it is given. To make it hold when the spans of one call arrive in
 different files, different chunks of one file or different receiver flushes, every stored OTLP span is kept in
 `raw_otlp_spans`: its normalised row (the allow-listed attributes only, never prompt text; hashes of its leading
-prompt blocks), plus `stored_call_id`, the call it is part of. Non-call spans are kept thin (ids, parent, name,
+prompt blocks), plus `stored_call_id`, the call it is part of when that is not the one it names itself. A call's
+only span is kept without its attributes (they are the call row's). Non-call spans are kept thin (ids, parent, name,
 times): the merge walks through them to a call's ancestor, and SGLang's stage spans time the phases.
 
 Each chunk, inside the load's transaction:
@@ -31,12 +32,24 @@ import duckdb
 SPANS = "main.raw_otlp_spans"
 REPLACED = "main.raw_calls_replaced"
 
-# columns of otlp_spans that are not stored: the prompt text itself and the chunk's line number
-_NOT_STORED = ("content_attrs", "line_no")
+# columns of otlp_spans that are not stored: the prompt text itself, the chunk's line number, and the call id a span
+# would have on its own (its trace and span ids make it again, `_own_call_id`)
+_NOT_STORED = ("content_attrs", "line_no", "call_id")
+
 # what a non-call span keeps: enough to walk up through it and to time an engine's stages
 _THIN = ("trace_id", "span_id", "parent_span_id", "_kind", "_span_name", "_start_ns", "_end_ns", "_scope", "source")
 _BUCKET_NS = 60_000_000_000  # candidate search of the cross-trace rules in one-minute buckets
 _REACH = 3  # buckets either side: rule 4 pairs spans up to 60 s apart, a competing wrapper up to 60 s before that
+
+
+def _own_call_id(a: str) -> str:
+    """The call id span `a` would name on its own (sql/otlp_spans.sql)."""
+    return f"'otlp:' || {a}.trace_id || ':' || {a}.span_id"
+
+
+def _stored_call(a: str) -> str:
+    """The call stored span `a` is part of: `stored_call_id` is NULL when that is the call the span names itself."""
+    return f"coalesce({a}.stored_call_id, CASE WHEN {a}._kind = 'call' THEN {_own_call_id(a)} END)"
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -59,6 +72,8 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
             f"CREATE TABLE {SPANS} AS SELECT s.* EXCLUDE ({', '.join(_NOT_STORED)}), "
             "NULL::VARCHAR AS stored_call_id, p.prefix_hashes, p.prefix_tokens "
             "FROM otlp_spans s LEFT JOIN otlp_prefix p USING (call_id) LIMIT 0")
+        con.execute(f"COMMENT ON COLUMN {SPANS}.attributes_json IS 'NULL: the span is its call''s only span, "
+                    "whose row in raw_calls holds the same attributes_json'")
         return
     have = _columns(con, "raw_otlp_spans", temp=False)
     for name, dtype in _columns(con, "otlp_spans", temp=True).items():
@@ -120,7 +135,7 @@ def carry_in(con: duckdb.DuckDBPyConnection, sdk_expr: str) -> dict[str, int]:
         "RETURNING _kind").fetchall()
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE otlp_dups AS
-        SELECT s.trace_id, s.span_id, s._kind, r.stored_call_id
+        SELECT s.trace_id, s.span_id, s._kind, {_stored_call('r')} AS stored_call_id
         FROM otlp_spans s JOIN {SPANS} r ON r.trace_id = s.trace_id AND r.span_id = s.span_id
         WHERE s._reason IS NULL""")
     stored_dups = _count(con, "SELECT count(DISTINCT stored_call_id) FROM otlp_dups WHERE _kind = 'call'")
@@ -151,11 +166,21 @@ def carry_in(con: duckdb.DuckDBPyConnection, sdk_expr: str) -> dict[str, int]:
                     "WHERE trace_id NOT IN (SELECT trace_id FROM otlp_pull_t)")
         _close_over_calls(con)
     con.execute("DROP VIEW otlp_seed")
+    # a call's only span is stored without its attributes: they are the call row's (raw_calls, or this load's
+    # stage_calls when an earlier chunk stored it)
     con.execute(
-        f"INSERT INTO otlp_spans BY NAME SELECT * EXCLUDE (stored_call_id, prefix_hashes, prefix_tokens), "
-        f"stored_call_id AS _stored_call, true AS _pulled FROM {SPANS} WHERE trace_id IN (SELECT trace_id FROM otlp_pull_t)")
+        f"""INSERT INTO otlp_spans BY NAME
+        SELECT s.* EXCLUDE (stored_call_id, prefix_hashes, prefix_tokens) REPLACE (
+                 coalesce(s.attributes_json, c.attributes_json) AS attributes_json),
+               CASE WHEN s._kind = 'call' THEN {_own_call_id('s')} END AS call_id, {_stored_call('s')} AS _stored_call,
+               true AS _pulled
+        FROM {SPANS} s
+        LEFT JOIN (SELECT call_id, attributes_json FROM main.raw_calls UNION ALL
+                   SELECT call_id, attributes_json FROM stage_calls) c
+          ON s.attributes_json IS NULL AND s._kind = 'call' AND c.call_id = {_stored_call('s')}
+        WHERE s.trace_id IN (SELECT trace_id FROM otlp_pull_t)""")
     con.execute(
-        f"INSERT INTO otlp_prefix BY NAME SELECT call_id, prefix_hashes, prefix_tokens FROM {SPANS} "
+        f"INSERT INTO otlp_prefix BY NAME SELECT {_own_call_id(SPANS)} AS call_id, prefix_hashes, prefix_tokens FROM {SPANS} "
         "WHERE trace_id IN (SELECT trace_id FROM otlp_pull_t) AND prefix_hashes IS NOT NULL")
     con.execute("DROP TABLE otlp_pull_t")
     con.execute("DROP TABLE otlp_sdk_keys")
@@ -163,13 +188,18 @@ def carry_in(con: duckdb.DuckDBPyConnection, sdk_expr: str) -> dict[str, int]:
 
 
 def _close_over_calls(con: duckdb.DuckDBPyConnection) -> None:
-    """Grow otlp_pull_t until every stored call with a span in it has all its traces in it."""
+    """Grow otlp_pull_t until every stored call with a span in it has all its traces in it.
+
+    Only spans of calls made of several spans have a `stored_call_id`: the calls of the pulled traces are those ids
+    and the pulled call spans' own ids (a call's first span names it and has none)."""
     while True:
         added = con.execute(
             f"""INSERT INTO otlp_pull_t
+            WITH pulled AS (SELECT * FROM {SPANS} WHERE trace_id IN (SELECT trace_id FROM otlp_pull_t)),
+            calls AS (SELECT stored_call_id FROM pulled WHERE stored_call_id IS NOT NULL
+                      UNION SELECT {_own_call_id('pulled')} FROM pulled WHERE _kind = 'call')
             SELECT DISTINCT r.trace_id FROM {SPANS} r
-            WHERE r.stored_call_id IN (SELECT stored_call_id FROM {SPANS}
-                                       WHERE trace_id IN (SELECT trace_id FROM otlp_pull_t) AND stored_call_id IS NOT NULL)
+            WHERE r.stored_call_id IN (SELECT stored_call_id FROM calls)
               AND r.trace_id NOT IN (SELECT trace_id FROM otlp_pull_t)
             RETURNING trace_id""").fetchall()
         if not added:
@@ -225,11 +255,13 @@ def settle(con: duckdb.DuckDBPyConnection, load_id: str) -> dict[str, int]:
     thin = ", ".join(_THIN)
     con.execute(
         f"""INSERT INTO {SPANS} BY NAME
-        SELECT s.* EXCLUDE (content_attrs, line_no, _stored_call, _pulled) REPLACE (
-                 CASE WHEN s._pulled THEN s.load_id ELSE $load_id END AS load_id),
-               m.group_id AS stored_call_id, p.prefix_hashes, p.prefix_tokens
+        SELECT s.* EXCLUDE (content_attrs, line_no, call_id, _stored_call, _pulled) REPLACE (
+                 CASE WHEN s._pulled THEN s.load_id ELSE $load_id END AS load_id,
+                 CASE WHEN n.n > 1 THEN s.attributes_json END AS attributes_json),
+               nullif(m.group_id, s.call_id) AS stored_call_id, p.prefix_hashes, p.prefix_tokens
         FROM otlp_spans s
         JOIN otlp_members m USING (trace_id, span_id)
+        JOIN (SELECT group_id, count(*) AS n FROM otlp_members GROUP BY group_id) n USING (group_id)
         LEFT JOIN otlp_prefix p ON p.call_id = s.call_id
         WHERE m.group_id IN (SELECT group_id FROM otlp_changed)
           AND (NOT s._pulled OR s._stored_call IN (SELECT call_id FROM otlp_retire))

@@ -191,7 +191,7 @@ def test_recorded_pair_in_one_file_is_one_call_each(store, load, tmp_path):
 
 
 FIELDS = ("call_id", "started_at", "ended_at", "first_token_at", "ttft_s", "e2e_s", "uncached_input_tokens",
-          "cache_read_tokens", "cache_write_tokens", "output_tokens", "streaming", "convention")
+          "cache_read_tokens", "cache_write_tokens", "output_tokens", "streaming", "convention", "attributes_json")
 
 
 def fingerprint(store) -> list[tuple]:
@@ -388,3 +388,25 @@ def test_capped_bursty_events_extrapolate_at_the_mean_gap(store, load, tmp_path)
                                               span("h1", "c1", 0, times[-1] + 1, attrs, events=kept, dropped=dropped))))
     (c,) = calls(store)
     assert c["ttft_s"] == pytest.approx(0.1, abs=0.01)
+
+
+
+def test_a_later_span_reaches_every_trace_of_a_stored_call(store, load, tmp_path):
+    """Logfire's request span and its "streaming response" span (two traces) are stored as one call; a later file
+    brings an agent span around the request, in the request's trace only. The stream's trace is read back too (it
+    holds a span of the stored call), so the call is re-derived from all three spans, as one file gives."""
+    base = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai"}
+    agent = span("b1", "a1", 0, 450, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"},
+                 name="agent run")
+    req = span("b1", "r1", 2, 5, {**base, "logfire.span_type": "span"}, parent="a1",
+               name="Chat Completion with {request_data[model]!r}")
+    log = span("b2", "l1", 400, 400, {**base, "logfire.span_type": "log", "duration": 0.392,
+                                       "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 200},
+               name="streaming response from {request_data[model]!r} took {duration:.2f}s")
+    files = [batch("logfire.openai", req, log), batch("agents", agent)]
+    truth, truth_ledger = one_file_truth(tmp_path, *files)
+    r = load(*(write(tmp_path, f"part{i}.jsonl", f) for i, f in enumerate(files)))
+    assert fingerprint(store) == truth and len(truth) == 1
+    assert ledger(r) == truth_ledger == (1, 2, 0)
+    (c,) = calls(store)
+    assert (c["span_id"], c["output_tokens"], c["convention"]) == ("a1".ljust(16, "0"), 200, "logfire+2")
