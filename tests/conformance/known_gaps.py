@@ -48,7 +48,8 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         "after ending its span lie in that gap); on the shortest call (msg_conf000008, 148 ms) that is 3.2%. "
         "phaselens stores the span's own duration exactly; the other 11 calls are within 2%",
     ('openlit-anthropic', 'tokens'):
-        "wrong at the source: on streamed calls OpenLIT 1.45.0 takes the cache counts from message_start, then resets them to 0 on message_delta when its usage omits them, so streamed calls lose their cache reads and writes",
+        "wrong at the source: on streamed calls OpenLIT 1.45.0 takes the cache counts from message_start, then resets them to 0 on message_delta when its usage omits them, so streamed calls lose their cache reads and writes "
+        "(source_gaps names it: cache_counts_zeroed_when_streamed, on the Data health page and in `phaselens loads --gaps`)",
     ('openllmetry-anthropic', 'e2e'):
         'the stored duration is more than 2% away from the call as the caller timed it; the span starts or ends inside the call (first call: connection set-up; for wrappers the truth also holds the set-up the recording driver does per call)',
     ('openllmetry-openai', 'e2e'):
