@@ -138,6 +138,7 @@ class VllmBenchAdapter:
             if not isinstance(doc, dict):
                 return
         if not isinstance(doc, dict) or not isinstance(doc.get("ttfts"), list):
+            src.incomplete("no per-request `ttfts` list: the requests were not read")
             yield reject(src, SOURCE, 1, "malformed_row", "no per-request `ttfts` list in the result")
             return
         lengths = {k: len(doc[k]) for k in PER_REQUEST if isinstance(doc.get(k), list)}

@@ -282,13 +282,16 @@ def bucket_results(
         pages = value if isinstance(value, list) else [value]
         for p, page in enumerate(pages):
             page_where = f"{where}[{p}]" if isinstance(value, list) else where
+            # a page or bucket whose record list cannot be read is one reject, and the file was not read in full
             if not isinstance(page, dict) or not isinstance(page.get("data"), list):
+                src.incomplete("a report page without a `data` list: its results were not read")
                 yield Reject(source=source, locator=src.locator(page_where), reason="malformed_row",
                              detail="not a report page: no `data` list", raw=truncate_raw(text_of(page)))
                 continue
             for b, bucket in enumerate(page["data"]):
                 results = bucket.get("results") if isinstance(bucket, dict) else None
                 if not isinstance(results, list):
+                    src.incomplete("a bucket without a `results` list: its results were not read")
                     yield Reject(source=source, locator=src.locator(f"{page_where}#data[{b}]"),
                                  reason="malformed_row", detail="bucket without a `results` list",
                                  raw=truncate_raw(text_of(bucket)))

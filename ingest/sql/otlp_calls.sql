@@ -17,7 +17,7 @@ WITH staged AS (
            coalesce(s.ttft_s, CASE WHEN s.operation <> 'embeddings' THEN (st.stage_first_token_ns - s._start_ns) / 1e9 END) AS ttft_s,
            coalesce(s.first_token_at, CASE WHEN s.operation <> 'embeddings'
                                            THEN make_timestamp((st.stage_first_token_ns // 1000)::BIGINT) END) AS first_token_at,
-           coalesce(s._ttft_basis, CASE WHEN st.stage_first_token_ns IS NOT NULL THEN 'server_stages' END) AS _ttft_basis,
+           coalesce(nullif(s._ttft_basis, 'whole_call'), CASE WHEN st.stage_first_token_ns IS NOT NULL THEN 'server_stages' END, s._ttft_basis) AS _ttft_basis,
            CASE WHEN s.timing_source = 'none' AND st.stage_first_token_ns IS NOT NULL THEN 'measured'
                 ELSE s.timing_source END AS timing_source)
   FROM otlp_ok s LEFT JOIN otlp_stages st USING (trace_id, span_id)

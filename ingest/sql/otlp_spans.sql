@@ -109,10 +109,12 @@ split AS (
          WHEN input_tokens < coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0) THEN input_tokens
          ELSE input_tokens - coalesce(cache_read_tokens, 0) - coalesce(cache_write_tokens, 0) END AS uncached,
     coalesce(server_e2e, span_s) AS e2e,
-    coalesce(ttft, event_ttft) AS ttft_any,
+    -- a TTFT attribute that is the whole call's time on a non-streamed call is no first token (ingest/conventions.py)
+    coalesce(CASE WHEN NOT ttft_whole_call THEN ttft END, event_ttft) AS ttft_any,
     CASE WHEN server_prefill IS NOT NULL OR server_decode IS NOT NULL THEN 'server_phases'
-         WHEN ttft IS NOT NULL THEN 'span_attribute'
-         ELSE event_basis END AS ttft_basis
+         WHEN ttft IS NOT NULL AND NOT ttft_whole_call THEN 'span_attribute'
+         WHEN event_basis IS NOT NULL THEN event_basis
+         WHEN ttft_whole_call THEN 'whole_call' END AS ttft_basis
   FROM timed
 )
 SELECT
@@ -162,7 +164,7 @@ SELECT
   server_queue AS queue_s,
   CASE WHEN operation = 'embeddings' THEN e2e ELSE coalesce(server_prefill, ttft_any) END AS prefill_s,
   CASE WHEN operation = 'embeddings' THEN 0.0 ELSE coalesce(server_decode, e2e - ttft_any) END AS decode_s,
-  CASE WHEN operation <> 'embeddings' AND tpot IS NOT NULL THEN tpot
+  CASE WHEN operation <> 'embeddings' AND tpot IS NOT NULL AND NOT ttft_whole_call THEN tpot
        WHEN operation <> 'embeddings' THEN itl_split(coalesce(server_decode, e2e - ttft_any), output_tokens) END AS itl_s,
   -- Per-call ITL from chunk events, per token (a chunk may carry several tokens; dropped chunks count too).
   CASE WHEN len(chunk_ns) > 2 AND output_tokens > 1 THEN

@@ -127,9 +127,11 @@ FROM typed WHERE tokens > 0;
 CREATE OR REPLACE TEMP TABLE rc_cell_sources AS
 SELECT c.provider, c.model, CAST(c.started_at AS DATE) AS day,
   string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
-    FILTER (WHERE list_has_any(g.gap_kinds, ['no_cache_counts', 'cache_counts_lost_when_streamed'])) AS cache_gap_sources,
+    FILTER (WHERE list_has_any(g.gap_kinds, ['no_cache_counts', 'cache_counts_lost_when_streamed',
+                                             'cache_counts_zeroed_when_streamed'])) AS cache_gap_sources,
   string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
-    FILTER (WHERE list_has_any(g.gap_kinds, ['no_cache_counts', 'cache_counts_lost_when_streamed', 'no_cache_write_counts']))
+    FILTER (WHERE list_has_any(g.gap_kinds, ['no_cache_counts', 'cache_counts_lost_when_streamed',
+                                             'cache_counts_zeroed_when_streamed', 'no_cache_write_counts']))
     AS cache_write_gap_sources,
   string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
     FILTER (WHERE list_has_any(g.gap_kinds, ['no_input_counts'])) AS input_gap_sources,

@@ -8,6 +8,10 @@
 -- `gap_share` (0.5) names the gap in `gaps`; every share is kept so smaller losses stay visible.
 -- A source that writes the streaming flag only on streamed calls (some `true`, never `false`) says `false` by
 -- its silence: its unflagged calls count as not streamed (the Anthropic SDK's own spans and OpenLLMetry do so).
+-- Cache counts zeroed on streamed calls (OpenLIT 1.45.0's Anthropic instrumentation resets them to 0 when the
+-- stream's last usage omits them) are present, so not "missing": they are found per model instead. Of the models
+-- whose calls that did not stream record cache hits on at least half of them, every streamed call records 0
+-- (at least 3 such calls): the source zeroes them.
 CREATE OR REPLACE VIEW source_gaps AS
 WITH raw AS (
   SELECT *, coalesce(instrumentation, source) AS writer FROM raw_calls
@@ -21,6 +25,7 @@ calls AS (
     r.source,
     r.writer AS instrumentation,
     convention,
+    model,
     started_at,
     operation = 'embeddings' AS is_embedding,
     CASE WHEN streaming IS NULL AND coalesce(f.flags_only_streamed, false) THEN false ELSE streaming END AS streaming,
@@ -28,9 +33,22 @@ calls AS (
     cache_read_tokens IS NULL AS cache_read_missing,
     cache_write_tokens IS NULL AS cache_write_missing,
     cache_read_tokens IS NULL AND cache_write_tokens IS NULL AS cache_missing,
+    coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0) > 0 AS cache_hit,
     output_tokens IS NULL AS output_missing,
     ttft_s IS NULL AS ttft_missing
   FROM raw r LEFT JOIN flag_style f USING (source, writer)
+),
+cached_models AS (  -- per source: models whose calls that did not stream mostly record cache hits
+  SELECT source, instrumentation, model
+  FROM calls
+  WHERE streaming = false AND NOT is_embedding AND model IS NOT NULL
+  GROUP BY source, instrumentation, model
+  HAVING avg(CAST(cache_hit AS INTEGER)) >= 0.5
+),
+marked AS (
+  SELECT c.*, m.model IS NOT NULL AS cached_model
+  FROM calls c
+  LEFT JOIN cached_models m ON m.source = c.source AND m.instrumentation = c.instrumentation AND m.model = c.model
 ),
 shares AS (
   SELECT
@@ -46,12 +64,15 @@ shares AS (
     avg(CAST(cache_missing AS INTEGER)) FILTER (WHERE streaming AND NOT is_embedding) AS cache_missing_streamed_share,
     avg(CAST(cache_missing AS INTEGER)) FILTER (WHERE streaming IS DISTINCT FROM true AND NOT is_embedding)
       AS cache_missing_unstreamed_share,
+    count(*) FILTER (WHERE streaming AND cached_model AND NOT is_embedding) AS cached_model_streamed_calls,
+    avg(CAST(NOT cache_missing AND NOT cache_hit AS INTEGER)) FILTER (WHERE streaming AND cached_model AND NOT is_embedding)
+      AS cache_zero_streamed_share,
     avg(CAST(input_missing AS INTEGER)) AS input_tokens_missing_share,
     avg(CAST(output_missing AS INTEGER)) FILTER (WHERE NOT is_embedding) AS output_tokens_missing_share,
     avg(CAST(ttft_missing AS INTEGER)) FILTER (WHERE streaming IS DISTINCT FROM false AND NOT is_embedding)
       AS ttft_missing_streamed_share,
     avg(CAST(streaming IS NULL AS INTEGER)) FILTER (WHERE NOT is_embedding) AS streaming_flag_missing_share
-  FROM calls
+  FROM marked
   GROUP BY source, instrumentation
 ),
 flagged AS (
@@ -62,6 +83,7 @@ flagged AS (
                 AND coalesce(cache_missing_unstreamed_share, 1) >= 0.5 THEN 'no_cache_counts' END,
       CASE WHEN cache_missing_streamed_share >= 0.5 AND cache_missing_unstreamed_share < 0.5
            THEN 'cache_counts_lost_when_streamed' END,
+      CASE WHEN cache_zero_streamed_share = 1 AND cached_model_streamed_calls >= 3 THEN 'cache_counts_zeroed_when_streamed' END,
       CASE WHEN cache_read_missing_share < 0.5 AND cache_write_missing_share >= 0.5 THEN 'no_cache_write_counts' END,
       CASE WHEN input_tokens_missing_share >= 0.5 THEN 'no_input_counts' END,
       CASE WHEN output_tokens_missing_share >= 0.5 THEN 'no_output_counts' END,
@@ -81,6 +103,7 @@ SELECT
   cache_read_missing_share,
   cache_write_missing_share,
   cache_missing_streamed_share,      -- of streamed calls, those with no cache count
+  cache_zero_streamed_share,         -- of streamed calls of models whose unstreamed calls hit the cache, those with 0
   input_tokens_missing_share,
   output_tokens_missing_share,
   ttft_missing_streamed_share,       -- of streamed (or not-said) calls, those with no TTFT: it is then estimated
@@ -91,6 +114,9 @@ SELECT
                                        100 * cache_counts_missing_share)
     WHEN 'cache_counts_lost_when_streamed' THEN printf('cache counts lost on %.0f%% of streamed calls',
                                                        100 * cache_missing_streamed_share)
+    WHEN 'cache_counts_zeroed_when_streamed' THEN printf(
+      'cache counts 0 on all %d streamed calls of models whose other calls record cache hits (zeroed at the source)',
+      cached_model_streamed_calls)
     WHEN 'no_cache_write_counts' THEN printf('cache writes not recorded on %.0f%% of calls', 100 * cache_write_missing_share)
     WHEN 'no_input_counts' THEN printf('no input token count on %.0f%% of calls', 100 * input_tokens_missing_share)
     WHEN 'no_output_counts' THEN printf('no output token count on %.0f%% of calls', 100 * output_tokens_missing_share)

@@ -17,6 +17,7 @@ import pytest
 from phaselens.ingest.base import SourceFile
 from phaselens.ingest.registry import detect
 from phaselens.pipeline.load import ingest
+from phaselens.pipeline.store import connect
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
@@ -565,3 +566,58 @@ def test_deep_nesting_in_a_vllm_bench_text_field_keeps_the_requests(store, tmp_p
     assert r.status == "loaded", r.message
     assert r.accepted + r.duplicates + r.rejected == ref.accepted + ref.rejected
     assert r.accepted + r.duplicates > 0
+
+
+
+def _stored_locators(store, path: Path) -> set[str]:
+    rows = store.execute("SELECT DISTINCT source_locator FROM raw_billing_lines b JOIN raw_loads l USING (load_id) "
+                         "WHERE l.file = ?", [str(path)]).fetchall()
+    return {loc[len(str(path)) + 1:] for (loc,) in rows}
+
+
+@pytest.mark.parametrize("fixture,adapter", [("billing/openai_costs.pages.json", "openai_costs"),
+                                             ("billing/openai_usage.page.json", "openai_usage")])
+def test_a_bucket_without_its_results_list_is_one_reject_and_the_file_partial(store, tmp_path, fixture, adapter):
+    text = (FIX / fixture).read_text()
+    doc = json.loads(text)
+    pages = doc if isinstance(doc, list) else [doc]
+    bucket = pages[-1]["data"][-1]
+    bucket["r%sults"] = bucket.pop("results")
+    whole = _write(tmp_path, "whole.json", text)
+    p = _write(tmp_path, "damaged.json", json.dumps(doc))
+    ref = connect(":memory:")  # the seed in a store of its own: its lines would make the damaged file's duplicates
+    try:
+        ingest(ref, [whole])
+        assert _ledger(ref, whole)["status"] == "loaded"
+        kept = _stored_locators(ref, whole)
+    finally:
+        ref.close()
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["adapter"]) == ("partial", adapter)
+    assert "`results` list" in led["message"]
+    # the bucket is one reject (its locator names the file); the other buckets' results are kept as they were
+    assert [r for r, d in _rejects(store, p) if "results" in d] == ["malformed_row"]
+    at = (f"[{len(pages) - 1}]" if isinstance(doc, list) else "1") + f"#data[{len(pages[-1]['data']) - 1}]"
+    assert any(loc.startswith(at + ".") for loc in kept)
+    assert _stored_locators(store, p) == {loc for loc in kept if not loc.startswith(at + ".")}
+
+
+def test_a_page_without_its_data_list_is_partial(store, tmp_path):
+    pages = json.loads((FIX / "billing/openai_costs.pages.json").read_text())
+    pages[-1]["d%ta"] = pages[-1].pop("data")
+    p = _write(tmp_path, "openai_costs.json", json.dumps(pages))
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["adapter"]) == ("partial", "openai_costs")
+    assert "`data` list" in led["message"]
+    assert [r for r, d in _rejects(store, p) if "report page" in d] == ["malformed_row"]
+
+
+def test_a_vllm_bench_result_without_its_per_request_lists_is_partial(store, tmp_path):
+    doc = json.loads((FIX / "bench/vllm_bench.detailed.json").read_text())
+    doc["ttfts"] = {"not": "a list"}
+    p = _write(tmp_path, "vllm_bench.json", json.dumps(doc))
+    ingest(store, [p])
+    led = _ledger(store, p)
+    assert (led["status"], led["adapter"], led["accepted"], led["rejected"]) == ("partial", "vllm_bench", 0, 1)

@@ -85,6 +85,70 @@ def test_a_small_loss_is_measured_but_not_named():
     assert (g["cache_counts_missing_share"], g["gap_kinds"]) == (0.3, [])
 
 
+def test_cache_counts_zeroed_on_streamed_calls_are_found_per_model():
+    """Counts present but 0 on every streamed call of models whose unstreamed calls hit the cache."""
+    con = connect(":memory:")
+    rows = (
+        # the source: unstreamed calls of m1 and m2 read the cache, its streamed calls of them all say 0
+        [row(i, "zeroes 1.45", streaming=False, cache_read=2048, model="m1" if i % 2 else "m2") for i in range(4)]
+        + [row(10 + i, "zeroes 1.45", streaming=True, cache_read=0, model="m1" if i % 2 else "m2") for i in range(4)]
+        # another source streams only a model whose calls never hit the cache: no loss to see
+        + [row(20 + i, "chatonly 1.0", streaming=False, cache_read=2048, model="rag") for i in range(4)]
+        + [row(30 + i, "chatonly 1.0", streaming=True, cache_read=0, model="chat") for i in range(4)]
+        # streamed calls of the cached model that do hit the cache now and then: the counts are real
+        + [row(40 + i, "mixed 1.0", streaming=False, cache_read=256) for i in range(4)]
+        + [row(50 + i, "mixed 1.0", streaming=True, cache_read=256 if i == 0 else 0) for i in range(4)]
+        # too few streamed calls to tell
+        + [row(60 + i, "few 1.0", streaming=False, cache_read=256) for i in range(4)]
+        + [row(70 + i, "few 1.0", streaming=True, cache_read=0) for i in range(2)]
+    )
+    insert_calls(con, rows)
+    got = gaps(con)
+    assert got["zeroes 1.45"]["gap_kinds"] == ["cache_counts_zeroed_when_streamed"]
+    assert got["zeroes 1.45"]["cache_zero_streamed_share"] == 1.0
+    assert "cache counts 0 on all 4 streamed calls" in got["zeroes 1.45"]["gaps"]
+    assert got["chatonly 1.0"]["gap_kinds"] == [] and got["chatonly 1.0"]["cache_zero_streamed_share"] is None
+    assert got["mixed 1.0"]["gap_kinds"] == [] and got["mixed 1.0"]["cache_zero_streamed_share"] == 0.75
+    assert got["few 1.0"]["gap_kinds"] == []
+
+
+def test_recorded_openlit_anthropic_zeroes_streamed_cache_counts(tmp_path):
+    """OpenLIT 1.45.0 around the anthropic SDK (tests/conformance/fixtures): `phaselens loads --gaps` names it."""
+    import gzip
+
+    spans = tmp_path / "openlit-anthropic.jsonl"
+    fixtures = Path(__file__).parents[1] / "conformance" / "fixtures"
+    spans.write_bytes(gzip.decompress((fixtures / "openlit-anthropic" / "spans.jsonl.gz").read_bytes()))
+    db = tmp_path / "s.duckdb"
+    con = connect(db)
+    ingest(con, [spans])
+    con.close()
+    out = CliRunner().invoke(app, ["loads", "--gaps", "--db", str(db), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (g,) = json.loads(out.output)
+    assert g["instrumentation"] == "openlit.instrumentation.anthropic"
+    assert g["gap_kinds"] == ["cache_counts_zeroed_when_streamed"]
+    # the openai instrumentation of the same release keeps streamed cache reads: no such gap
+    spans = tmp_path / "openlit-openai.jsonl"
+    spans.write_bytes(gzip.decompress((fixtures / "openlit-openai" / "spans.jsonl.gz").read_bytes()))
+    con = connect(":memory:")
+    ingest(con, [spans])
+    assert gaps(con)["openlit.instrumentation.openai"]["gap_kinds"] == []
+
+
+def test_cache_reads_zeroed_on_streamed_calls_are_named_by_reconciliation():
+    # Anthropic-style: uncached input is right on every call; streamed calls lost their cache reads to 0
+    calls = ([row(i, "zeroes 1.45", streaming=False, uncached=300, cache_read=2048, output=6) for i in range(10)]
+             + [row(100 + i, "zeroes 1.45", streaming=True, uncached=300, cache_read=0, output=6) for i in range(10)])
+    lines = [line(D1, "uncached_input", 6_000, usd(6_000, "uncached_input")),
+             line(D1, "cache_read", 40_960, usd(40_960, "cache_read")),
+             line(D1, "output", 120, usd(120, "output"))]
+    got = cells(reconciled_with(calls, lines))
+    read = got[("m1", D1, "cache_read")]
+    assert (read["cause"], read["gap_sources"]) == ("not_recorded_by_source", "zeroes 1.45")
+    assert got[("m1", D1, "uncached_input")]["cause"] == "ok"
+
+
 def test_otlp_scope_name_and_version_reach_the_calls(tmp_path):
     con = connect(tmp_path / "s.duckdb")
     ingest(con, [OTLP / "openai_v2_default.jsonl", OTLP / "openllmetry_chunks.jsonl"])
