@@ -21,7 +21,8 @@ chromium() {
   if command -v chromium >/dev/null 2>&1; then return 0; fi
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian's chromium for the browser tests ..." >&2
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+      || echo "installing chromium failed (apt-get output above): browser tests will be skipped" >&2
   else
     echo "chromium is not installed and cannot be installed here (not root): browser tests will be skipped" >&2
   fi
@@ -32,7 +33,8 @@ java_runtime() {
   if command -v java >/dev/null 2>&1; then return 0; fi
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian's openjdk-17-jre-headless for the Spark tests ..." >&2
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null \
+      || echo "installing openjdk-17 failed (apt-get output above): Spark tests will be skipped" >&2
   else
     echo "java is not installed and cannot be installed here (not root): Spark tests will be skipped" >&2
   fi
