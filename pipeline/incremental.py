@@ -358,6 +358,15 @@ WHERE coalesce(d BETWEEN nf AND nl, false) <> coalesce(d BETWEEN of AND ol, fals
 """
 
 
+RC_NEIGHBOUR_CAUSES_SQL = f"""
+UPDATE main.untraced_costs u SET cause = r.cause
+FROM {SCRATCH}.reconciliation r
+WHERE r.provider = u.provider AND r.model IS NOT DISTINCT FROM u.model AND r.day = u.day
+  AND r.token_type = u.token_type
+  AND u.day IN (SELECT dkey FROM incr_rc_days) AND u.day NOT IN (SELECT dkey FROM incr_rc_touched)
+"""
+
+
 def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_loads: list[str]) -> str:
     """Reconciliation and invoice allocation of an incremental build, inside the `Scratch` of `recompute`: the
     cells of the touched days and their neighbours, or every cell when what a cell reads of the whole store
@@ -385,7 +394,8 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
             break
         con.execute(f"SET search_path = '{SCRATCH},main'")
         try:
-            build_reconciliation(con, config.reconcile, config.pricebook, list_price_days="incr_rc_context_days")
+            build_reconciliation(con, config.reconcile, config.pricebook, list_price_days="incr_rc_context_days",
+                                 allocate_days="incr_rc_touched")
         finally:
             con.execute("SET search_path = 'main'")
         moved = con.execute(RC_RANGE_DAYS_SQL).fetchall()
@@ -395,10 +405,13 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     else:
         raise AssertionError("a billed range moved again on the second pass")
     if not whole:
-        for t in RECONCILED:
-            con.execute(f"DELETE FROM main.{t} WHERE day IN (SELECT dkey FROM incr_rc_days)")
+        # a neighbour day's lines and calls are unchanged, and so is its allocation: only its causes move
+        for t, days in (("reconciliation", "incr_rc_days"), ("allocated_costs", "incr_rc_touched"),
+                        ("untraced_costs", "incr_rc_touched")):
+            con.execute(f"DELETE FROM main.{t} WHERE day IN (SELECT dkey FROM {days})")
             con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
-                        "WHERE day IN (SELECT dkey FROM incr_rc_days)")
+                        f"WHERE day IN (SELECT dkey FROM {days})")
+        con.execute(RC_NEIGHBOUR_CAUSES_SQL)
     con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.invoice_costs")
     for t in (*RECONCILED, "reconcile_settings", "raw_calls", "source_gaps"):
         con.execute(f"DROP TABLE IF EXISTS {SCRATCH}.{t}")

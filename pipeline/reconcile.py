@@ -99,12 +99,14 @@ def list_prices_table(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | Non
 
 def build_reconciliation(
     con: duckdb.DuckDBPyConnection, settings: ReconcileSettings | None = None, pricebook: PriceBook | None = None,
-    list_price_days: str | None = None,
+    list_price_days: str | None = None, allocate_days: str | None = None,
 ) -> None:
     """Rebuild `reconciliation`, `allocated_costs`, `untraced_costs` and `invoice_costs` (USD, exact DECIMAL).
 
     `list_price_days`: look list prices up for these days only (a relation with a `dkey` column); the cells of
-    other days then lack them, so an incremental build keeps only the cells of those days' neighbours."""
+    other days then lack them, so an incremental build keeps only the cells of those days' neighbours.
+    `allocate_days`: share out the billed money of these days' cells only (a relation with a `dkey` column);
+    `untraced_costs` of other days then counts nothing allocated."""
     missing = [t for t in REQUIRED_TABLES if not relation_exists(con, t)]
     if missing:
         raise StoreError(f"reconciliation needs {', '.join(missing)}, which the store lacks",
@@ -115,6 +117,8 @@ def build_reconciliation(
         with transaction(con):  # inside `phaselens build`, the build's transaction covers this stage
             _settings_table(con, settings)
             con.execute(sql_text("reconciliation"))
+            if allocate_days:
+                con.execute(f"DELETE FROM rc_call_cells WHERE day NOT IN (SELECT dkey FROM {allocate_days})")
             con.execute(sql_text("allocation"))
             for name in TEMP_TABLES:
                 con.execute(f"DROP TABLE IF EXISTS {name}")
