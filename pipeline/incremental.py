@@ -3,7 +3,8 @@
 `build_state` (one row) holds the hash of everything a build's answers depend on besides the raw rows (the
 configuration without `[run]`, the latency profiles' bytes, the build SQL and the package version) and when
 the last build ended; `build_loads` holds, per raw source (`raw_calls`, `raw_billing_lines`), the ledger
-load ids whose rows that build already saw: the high-water mark. A build compares the two with the store:
+load ids whose rows that build already saw: the high-water mark; `build_source_gaps` what `source_gaps` said
+then (reconciliation reads it). A build compares them with the store:
 
 - no state yet, another hash, or `full=True`: a full build (every table re-derived from every raw row);
 - otherwise the rows of loads not yet built name the touched UTC days (a call's day is the UTC date it
@@ -35,9 +36,16 @@ CREATE TABLE IF NOT EXISTS build_loads (
   load_id VARCHAR,            -- a ledger load id whose rows a build has seen
   built_at TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS build_source_gaps (
+  source VARCHAR,             -- source_gaps as of the last build: what reconciliation read of it
+  instrumentation VARCHAR,
+  gap_kinds VARCHAR
+);
 """
 
 SOURCES = ("raw_calls", "raw_billing_lines")
+GAP_KINDS_SQL = "SELECT source, instrumentation, CAST(gap_kinds AS VARCHAR) FROM main.source_gaps"
+"""What reconciliation reads of `source_gaps` (the gaps it names per cell); kept in `build_source_gaps`."""
 
 CALL_DAY_SQL = "CAST(started_at AS DATE)"
 """The partition key of every per-call built table: the UTC day the call started (NULL when unknown)."""
@@ -128,6 +136,9 @@ def record(con: duckdb.DuckDBPyConnection, p: Plan, days: int) -> None:
             if ids:
                 con.execute("INSERT INTO build_loads SELECT ?, unnest(?::VARCHAR[]), now() AT TIME ZONE 'UTC'",
                             [source, ids])
+    if p.full:
+        con.execute("DELETE FROM build_source_gaps")
+        con.execute(f"INSERT INTO build_source_gaps {GAP_KINDS_SQL}")
     con.execute("DELETE FROM build_state")
     con.execute("INSERT INTO build_state VALUES (?, now() AT TIME ZONE 'UTC', ?, ?)", [p.config_hash, p.full, days])
 
@@ -147,7 +158,8 @@ SLICED: dict[str, tuple[str, ...]] = {
     "attribution": ("call_attribution",),
     "whatif": ("whatif_calls",),
 }
-BY_DAY_COLUMN = {"latency_fits", "whatif_calls"}
+RECONCILED = ("reconciliation", "allocated_costs", "untraced_costs")
+BY_DAY_COLUMN = {"latency_fits", "whatif_calls", *RECONCILED}
 BY_HOUR_COLUMN = {"deployment_costs"}
 
 # deployment_costs: the hours of a deployment's period without a call are idle rows; the period runs from its
@@ -288,6 +300,133 @@ class Scratch:
             self.con.execute(f"DROP SCHEMA {SCRATCH}")
 
 
+# reconciliation: a cell (provider, model, day, token type) reads the billing lines of its day, the calls of its
+# day and the provider's billed range (whether its calls are covered), and its cause reads the cells one day either
+# side; so touched days (new calls, the days of new billing lines, days entering or leaving a billed range) are
+# recomputed with their neighbours, from the calls within two days of them. The billing lines are few: all are read.
+RC_CALL_COLUMNS = ("call_id", "started_at", "provider", "model", "uncached_input_tokens", "cache_read_tokens",
+                   "cache_write_tokens", "output_tokens", "source", "instrumentation", "streaming", "workload_hint",
+                   "service", "team", "project")
+"""The columns of raw_calls that reconciliation.sql and allocation.sql read."""
+
+
+def _rc_days_sql() -> str:
+    return f"""
+CREATE OR REPLACE TEMP TABLE incr_rc_days AS
+SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-1, 2) t(k);
+CREATE OR REPLACE TEMP TABLE incr_rc_context_days AS
+SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-2, 3) t(k);
+CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
+SELECT {", ".join(RC_CALL_COLUMNS)} FROM main.raw_calls
+WHERE started_at >= (SELECT min(dkey) FROM incr_rc_context_days)
+  AND started_at < (SELECT max(dkey) + 1 FROM incr_rc_context_days)
+  AND CAST(started_at AS DATE) IN (SELECT dkey FROM incr_rc_context_days);
+"""
+
+
+RC_TOUCHED_SQL = f"""
+CREATE OR REPLACE TEMP TABLE incr_rc_touched AS
+SELECT dkey FROM incr_days WHERE dkey <> {NULL_DAY}
+UNION
+SELECT CAST(unnest(generate_series(CAST(CAST(period_start AS DATE) AS TIMESTAMP),
+                                   CAST(CAST(coalesce(period_end, period_start) AS DATE) AS TIMESTAMP),
+                                   INTERVAL 1 DAY)) AS DATE)
+FROM main.raw_billing_lines WHERE load_id IN (SELECT unnest($loads::VARCHAR[]))
+"""
+# in the context, reconciliation.sql's scope (providers with token lines or calls) must be the store's: a provider
+# with billing lines, none of tokens, and calls only outside the context would drop out
+RC_SCOPE_DIFFERS_SQL = f"""
+SELECT count(*) FROM (
+  SELECT DISTINCT provider FROM main.raw_calls c
+  WHERE EXISTS (SELECT 1 FROM main.raw_billing_lines b WHERE b.provider = c.provider)
+    AND NOT EXISTS (SELECT 1 FROM main.raw_billing_lines b WHERE b.provider = c.provider AND b.token_type <> 'other')
+  EXCEPT SELECT provider FROM {SCRATCH}.raw_calls)
+"""
+RC_GAPS_CHANGED_SQL = """
+SELECT count(*) FROM (
+  (SELECT * FROM incr_source_gaps EXCEPT SELECT * FROM build_source_gaps)
+  UNION ALL (SELECT * FROM build_source_gaps EXCEPT SELECT * FROM incr_source_gaps))
+"""
+# the days whose calls a provider's billed range (first to last billed day) newly covers or no longer covers
+RC_RANGE_DAYS_SQL = f"""
+WITH new AS (SELECT provider, min(day) AS f, max(day) AS l FROM {SCRATCH}.reconciliation
+             WHERE billing_sources IS NOT NULL GROUP BY provider),
+old AS (SELECT provider, min(day) AS f, max(day) AS l FROM main.reconciliation
+        WHERE billing_sources IS NOT NULL GROUP BY provider),
+moved AS (SELECT n.f AS nf, n.l AS nl, o.f AS of, o.l AS ol FROM new n FULL JOIN old o USING (provider)
+          WHERE n.f IS DISTINCT FROM o.f OR n.l IS DISTINCT FROM o.l),
+days AS (SELECT *, CAST(unnest(generate_series(CAST(least(nf, of) AS TIMESTAMP), CAST(greatest(nl, ol) AS TIMESTAMP),
+                                               INTERVAL 1 DAY)) AS DATE) AS d FROM moved)
+SELECT DISTINCT d FROM days
+WHERE coalesce(d BETWEEN nf AND nl, false) <> coalesce(d BETWEEN of AND ol, false)
+  AND d NOT IN (SELECT dkey FROM incr_rc_touched)
+"""
+
+
+RC_NEIGHBOUR_CAUSES_SQL = f"""
+UPDATE main.untraced_costs u SET cause = r.cause
+FROM {SCRATCH}.reconciliation r
+WHERE r.provider = u.provider AND r.model IS NOT DISTINCT FROM u.model AND r.day = u.day
+  AND r.token_type = u.token_type
+  AND u.day IN (SELECT dkey FROM incr_rc_days) AND u.day NOT IN (SELECT dkey FROM incr_rc_touched)
+"""
+
+
+def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_loads: list[str]) -> str:
+    """Reconciliation and invoice allocation of an incremental build, inside the `Scratch` of `recompute`: the
+    cells of the touched days and their neighbours, or every cell when what a cell reads of the whole store
+    changed (a source's gaps, the providers in scope). Returns which it did ("cells" or "whole store")."""
+    from .reconcile import build_reconciliation
+
+    # source_gaps (a view over every call) evaluated once: the context's cells read this copy
+    con.execute(f"CREATE OR REPLACE TABLE {SCRATCH}.source_gaps AS "
+                "SELECT source, instrumentation, gap_kinds FROM main.source_gaps")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE incr_source_gaps AS "
+                f"SELECT source, instrumentation, CAST(gap_kinds AS VARCHAR) FROM {SCRATCH}.source_gaps")
+    gaps_changed = con.execute(RC_GAPS_CHANGED_SQL).fetchone()[0] > 0
+    con.execute("DELETE FROM build_source_gaps; INSERT INTO build_source_gaps SELECT * FROM incr_source_gaps")
+    con.execute("DROP TABLE incr_source_gaps")
+    if gaps_changed:
+        con.execute(f"DROP TABLE {SCRATCH}.source_gaps")
+        build_reconciliation(con, config.reconcile, config.pricebook)
+        return "whole store"
+    con.execute(RC_TOUCHED_SQL, {"loads": billing_loads})
+    whole = False
+    for _ in range(2):  # a second pass when a billed range moved over days not yet touched
+        con.execute(_rc_days_sql())
+        if con.execute(RC_SCOPE_DIFFERS_SQL).fetchone()[0]:
+            whole = True
+            break
+        con.execute(f"SET search_path = '{SCRATCH},main'")
+        try:
+            build_reconciliation(con, config.reconcile, config.pricebook, list_price_days="incr_rc_context_days",
+                                 allocate_days="incr_rc_touched")
+        finally:
+            con.execute("SET search_path = 'main'")
+        moved = con.execute(RC_RANGE_DAYS_SQL).fetchall()
+        if not moved:
+            break
+        con.execute("INSERT INTO incr_rc_touched SELECT unnest(?::DATE[])", [[d for (d,) in moved]])
+    else:
+        raise AssertionError("a billed range moved again on the second pass")
+    if not whole:
+        # a neighbour day's lines and calls are unchanged, and so is its allocation: only its causes move
+        for t, days in (("reconciliation", "incr_rc_days"), ("allocated_costs", "incr_rc_touched"),
+                        ("untraced_costs", "incr_rc_touched")):
+            con.execute(f"DELETE FROM main.{t} WHERE day IN (SELECT dkey FROM {days})")
+            con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
+                        f"WHERE day IN (SELECT dkey FROM {days})")
+        con.execute(RC_NEIGHBOUR_CAUSES_SQL)
+    con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.invoice_costs")
+    for t in (*RECONCILED, "reconcile_settings", "raw_calls", "source_gaps"):
+        con.execute(f"DROP TABLE IF EXISTS {SCRATCH}.{t}")
+    for t in ("incr_rc_touched", "incr_rc_days", "incr_rc_context_days"):
+        con.execute(f"DROP TABLE {t}")
+    if whole:
+        build_reconciliation(con, config.reconcile, config.pricebook)
+        return "whole store"
+    return "cells"
+
 AUDIT = "phaselens_audit"
 PER_CALL_AUDITS = frozenset({"call_attribution_once", "calls_priced_or_flagged", "no_negative_tokens_or_durations"})
 """Audits whose offending rows are calls (raw_calls, call_attribution): an incremental build runs them on the calls
@@ -321,11 +460,11 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
     from .caching import build_caching
     from .latency import add_profile_only_fits, build_timing
     from .pricing import build_costs
-    from .reconcile import build_reconciliation
     from .store import sql_text
 
     reach = caching_reach_days(config)
     assert reach is not None
+    billing_loads = p.new_loads.get("raw_billing_lines", [])
     con.execute("CREATE OR REPLACE TEMP TABLE incr_loads AS SELECT unnest(?::VARCHAR[]) AS load_id",
                 [p.new_loads.get("raw_calls", [])])
     con.execute(_days_sql(reach))
@@ -349,7 +488,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
                     con.execute(DEPLOYMENT_OUTSIDE_SQL)
                     con.execute(DEPLOYMENT_GAPS_SQL)
             stage("latency profiles", lambda: add_profile_only_fits(con, config.latency))
-            stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
+            stage("reconcile", lambda: reconcile_touched(con, config, billing_loads))
             s.inside()
             con.execute(_cache_context_sql())
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
@@ -367,7 +506,8 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])
     elif any(p.new_loads.values()):  # billing lines alone: the invoice side, and `workloads` that reads it
-        stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
+        with Scratch(con):
+            stage("reconcile", lambda: reconcile_touched(con, config, billing_loads))
         stage("workloads", lambda: b.build_workloads(con))
     if days or any(p.new_loads.values()):
         stage("audits", lambda: audit_touched(con, bool(days)))

@@ -60,25 +60,30 @@ def _settings_table(con: duckdb.DuckDBPyConnection, settings: ReconcileSettings)
     con.execute(f"CREATE OR REPLACE TABLE reconcile_settings AS SELECT {cols}", values)
 
 
-def _billed_keys(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str | None, date]]:
-    """(provider, model, a raw model name, UTC day) of every day a token billing line with a model touches."""
+def _billed_keys(con: duckdb.DuckDBPyConnection, days: str | None = None) -> list[tuple[str, str, str | None, date]]:
+    """(provider, model, a raw model name, UTC day) of every day a token billing line with a model touches (only
+    the days in the `dkey` column of the relation `days`, when given)."""
+    only = f"WHERE CAST(d AS DATE) IN (SELECT dkey FROM {days})" if days else ""
     return con.execute(
-        """
+        f"""
         SELECT provider, model, min(model_raw), CAST(d AS DATE)
         FROM (SELECT provider, model, model_raw, unnest(generate_series(CAST(CAST(period_start AS DATE) AS TIMESTAMP),
                                                                          period_end, INTERVAL 1 DAY)) AS d
               FROM raw_billing_lines WHERE model IS NOT NULL AND token_type <> 'other')
+        {only}
         GROUP BY provider, model, CAST(d AS DATE)
         ORDER BY ALL
         """
     ).fetchall()
 
 
-def list_prices_table(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None = None) -> pa.Table:
-    """USD per token of each billed (provider, model, UTC day, token type): the price book, else genai-prices."""
+def list_prices_table(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | None = None,
+                      days: str | None = None) -> pa.Table:
+    """USD per token of each billed (provider, model, UTC day, token type): the price book, else genai-prices.
+    `days`: a relation whose `dkey` column names the only days to look up (an incremental build's)."""
     book = pricebook or PriceBook()
     rows: list[dict[str, Any]] = []
-    for provider, model, model_raw, day in _billed_keys(con):
+    for provider, model, model_raw, day in _billed_keys(con, days):
         # the raw name first: some catalogues (Bedrock) know a model only by its full id
         candidates = [r for r in price_rows(book, provider, model, model_raw, day)
                       if r["window_start_s"] == 0 and r["tier_start_input_tokens"] == 0]
@@ -94,18 +99,26 @@ def list_prices_table(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | Non
 
 def build_reconciliation(
     con: duckdb.DuckDBPyConnection, settings: ReconcileSettings | None = None, pricebook: PriceBook | None = None,
+    list_price_days: str | None = None, allocate_days: str | None = None,
 ) -> None:
-    """Rebuild `reconciliation`, `allocated_costs`, `untraced_costs` and `invoice_costs` (USD, exact DECIMAL)."""
+    """Rebuild `reconciliation`, `allocated_costs`, `untraced_costs` and `invoice_costs` (USD, exact DECIMAL).
+
+    `list_price_days`: look list prices up for these days only (a relation with a `dkey` column); the cells of
+    other days then lack them, so an incremental build keeps only the cells of those days' neighbours.
+    `allocate_days`: share out the billed money of these days' cells only (a relation with a `dkey` column);
+    `untraced_costs` of other days then counts nothing allocated."""
     missing = [t for t in REQUIRED_TABLES if not relation_exists(con, t)]
     if missing:
         raise StoreError(f"reconciliation needs {', '.join(missing)}, which the store lacks",
                          "run `phaselens build` (it prices the calls and assigns workloads first)")
     settings = settings or ReconcileSettings()
-    con.register("reconcile_list_prices", list_prices_table(con, pricebook))
+    con.register("reconcile_list_prices", list_prices_table(con, pricebook, list_price_days))
     try:
         with transaction(con):  # inside `phaselens build`, the build's transaction covers this stage
             _settings_table(con, settings)
             con.execute(sql_text("reconciliation"))
+            if allocate_days:
+                con.execute(f"DELETE FROM rc_call_cells WHERE day NOT IN (SELECT dkey FROM {allocate_days})")
             con.execute(sql_text("allocation"))
             for name in TEMP_TABLES:
                 con.execute(f"DROP TABLE IF EXISTS {name}")

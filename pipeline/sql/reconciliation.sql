@@ -146,12 +146,13 @@ GROUP BY ALL;
 
 CREATE OR REPLACE TABLE reconciliation AS
 WITH traced AS (
+  -- rc_call_cells holds a call once per token type (call_id is unique in raw_calls): its rows are the calls
   SELECT provider, model, day, token_type,
-    count(DISTINCT call_id) AS traced_calls,
+    count(*) AS traced_calls,
     sum(tokens) AS traced_tokens,
     sum(tokens) FILTER (WHERE priced) AS priced_tokens,
     sum(CAST(cost_usd * 1000000000000 AS HUGEINT)) FILTER (WHERE priced) AS estimated_units,
-    count(DISTINCT call_id) FILTER (WHERE NOT priced) AS unpriced_calls
+    count(*) FILTER (WHERE NOT priced) AS unpriced_calls
   FROM rc_call_cells GROUP BY ALL
 ),
 keys AS (
