@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from phaselens.app.queries import Filters
+from phaselens.models import text
 from phaselens.models.text import md_text  # noqa: F401  (names shown as text on every page)
 
 CONTEXT_KEY = "_phaselens_context"
@@ -51,7 +51,9 @@ def _missing(x) -> bool:
         return False
 
 
-# One way to show each kind of figure, in headlines (the functions) and in tables (the column formats):
+# One way to show each kind of figure, in headlines (the functions, those of models/text.py with a dash for a
+# missing value, so a page, a diagnosis beside it and the reports write a figure alike) and in tables (the column
+# formats):
 # money in US dollars to the cent with thousands separators; counts and tokens with thousands separators;
 # shares as percentages with one decimal; time to first token, end-to-end and queue time in seconds (3 decimals);
 # inter-token latency in milliseconds (1 decimal). A missing value is a dash. Exact figures, to the micro-dollar,
@@ -65,31 +67,27 @@ MISSING = "—"
 
 def usd(x) -> str:
     """Money to the cent, `$1,234.56` (USD, rounded half up); a dash when unknown."""
-    if _missing(x):
-        return MISSING
-    v = (x if isinstance(x, Decimal) else Decimal(str(x))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-    sign = "−" if v < 0 else ""
-    return f"{sign}${abs(v):,.2f}"
+    return MISSING if _missing(x) else text.usd(x)
 
 
 def pct(x) -> str:
     """A share (0–1) as a percentage with one decimal, `61.3%`; a dash when unknown."""
-    return MISSING if _missing(x) else f"{100 * float(x):,.1f}%"
+    return MISSING if _missing(x) else text.pct(x, decimals=1)
 
 
 def seconds(x) -> str:
     """A duration in seconds, `0.546 s` (TTFT, end-to-end, queue); a dash when unknown."""
-    return MISSING if _missing(x) else f"{float(x):,.3f} s"
+    return MISSING if _missing(x) else text.secs(x)
 
 
 def millis(x) -> str:
     """A duration given in seconds, shown in milliseconds, `14.5 ms` (inter-token latency); a dash when unknown."""
-    return MISSING if _missing(x) else f"{1000 * float(x):,.1f} ms"
+    return MISSING if _missing(x) else text.ms(x)
 
 
 def count(x) -> str:
     """An integer count with thousands separators; a dash when unknown."""
-    return MISSING if _missing(x) else f"{int(x):,}"
+    return MISSING if _missing(x) else text.num(x)
 
 
 def text_or_dash(x) -> str:

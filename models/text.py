@@ -3,17 +3,20 @@
 `csv_cell` neutralises spreadsheet formulas as OWASP recommends (a leading `'` before a cell that begins with
 `=`, `+`, `-`, `@`, tab or carriage return); only text cells are touched, so numbers stay numbers.
 `md_text` escapes every character Markdown or inline HTML would read, so a name shows as typed.
-`usd`, `pct`, `secs`, `ms` and `num` write figures in the text reports and `phaselens explain` (one home;
-the dashboard's table formats are in app/ui.py).
+`usd`, `pct`, `secs`, `ms` and `num` write figures in the text reports, `phaselens explain` and the dashboard's
+headlines (app/ui.py shows a missing one as a dash), one way for each kind of figure: money to the cent (rounded
+half up), TTFT and end-to-end seconds with three decimals, inter-token latency in milliseconds with one decimal.
+The dashboard's table column formats are in app/ui.py.
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+CENT = Decimal("0.01")
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$=:&])")
 
 
@@ -42,34 +45,37 @@ def short_path(path: object, width: int = 48) -> str:
     return text[:head] + "…/" + name
 
 
-def usd(x: Any, signed: bool = False) -> str:
-    """USD with 2 decimals from $1 up, 4 below; `signed` puts + or - in front."""
-    if x is None:
-        return "n/a"
-    x = Decimal(str(x)) if isinstance(x, float) else Decimal(x)
+def usd(x: Any, signed: bool = False, missing: str = "n/a") -> str:
+    """USD to the cent, rounded half up, with thousands separators (`$1,234.56`); `signed` puts + or - in front.
+    The diagnosis texts round money the same way (pl_cents, pipeline/sql/workload_rules.sql)."""
+    if x is None or (isinstance(x, float) and x != x):
+        return missing
+    x = (Decimal(str(x)) if isinstance(x, float) else Decimal(x)).quantize(CENT, rounding=ROUND_HALF_UP)
     sign = ("+" if x > 0 else "-" if x < 0 else "") if signed else ("-" if x < 0 else "")
-    body = f"{abs(x):,.2f}" if abs(x) >= 1 or x == 0 else f"{abs(x):,.4f}"
-    return f"{sign}${body}"
+    return f"{sign}${abs(x):,.2f}"
 
 
-def pct(x: float | None, signed: bool = False) -> str:
-    """A share or change as a whole percentage; `signed` puts + or - in front of a non-zero change."""
-    if x is None:
-        return "n/a"
+def pct(x: float | None, signed: bool = False, decimals: int = 0, missing: str = "n/a") -> str:
+    """A share or change as a percentage (whole by default); `signed` puts + or - in front of a non-zero change."""
+    if x is None or (isinstance(x, float) and x != x):
+        return missing
+    if decimals:
+        return f"{100 * float(x):+,.{decimals}f}%" if signed else f"{100 * float(x):,.{decimals}f}%"
     whole = round(100 * float(x))
     return f"{whole:+d}%" if signed and whole else f"{abs(whole) if whole == 0 else whole}%"
 
 
-def secs(x: float | None) -> str:
-    """Seconds as `350 ms` below one second, `2.40 s` above."""
-    return "n/a" if x is None else f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
+def secs(x: float | None, missing: str = "n/a") -> str:
+    """A duration in seconds with three decimals, `0.546 s` (TTFT, end-to-end, queue), as the diagnosis texts
+    write it."""
+    return missing if x is None or x != x else f"{float(x):,.3f} s"
 
 
-def ms(x: float | None) -> str:
-    """Seconds per token as milliseconds with one decimal."""
-    return "n/a" if x is None else f"{x * 1000:.1f} ms"
+def ms(x: float | None, missing: str = "n/a") -> str:
+    """Seconds (per token) as milliseconds with one decimal, `14.5 ms` (inter-token latency)."""
+    return missing if x is None or x != x else f"{1000 * float(x):,.1f} ms"
 
 
-def num(x: Any) -> str:
+def num(x: Any, missing: str = "n/a") -> str:
     """A count with thousands separators."""
-    return "n/a" if x is None else f"{int(x):,}"
+    return missing if x is None or (isinstance(x, float) and x != x) else f"{int(x):,}"

@@ -19,10 +19,10 @@ import io
 import json
 import math
 from datetime import date, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from enum import Enum
 from typing import Any
-from phaselens.models.text import csv_cell, short_path
+from phaselens.models.text import csv_cell, short_path, usd
 
 
 class Format(str, Enum):
@@ -80,9 +80,8 @@ def _one_line(text: str) -> str:
 
 
 def _money(v: Any) -> str:
-    """Dollars to the cent, `$1,234.57`; a negative amount as `-$0.12`."""
-    d = (v if isinstance(v, Decimal) else Decimal(str(v))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-    return f"{'-' if d < 0 else ''}${abs(d):,.2f}"
+    """Dollars to the cent, `$1,234.57`; a negative amount as `-$0.12` (models/text.py `usd`)."""
+    return usd(v)
 
 
 def _fit(text: str, width: int) -> str:

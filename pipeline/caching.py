@@ -164,6 +164,25 @@ def _rows(con: duckdb.DuckDBPyConnection, workload: str, level: str, lifetime_s:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
+def _modelled(rows: list[dict], rate: Decimal) -> tuple[Decimal, int, int, bool]:
+    """Input USD with `rate` of every model's input tokens read from cache, at each row's prices, with first
+    writes in the proportion to hits the prefix hashes showed at the lifetime (none known: no write premium);
+    with the hit and written tokens, and whether the writes were known wherever there is a price."""
+    usd_with = Decimal(0)
+    hit_tokens = write_tokens = 0
+    writes_known = True
+    for r in rows:
+        writes_per_hit = Decimal(r["write_tokens"]) / r["hit_tokens"] if r["hit_tokens"] else Decimal(0)
+        writes_known &= bool(r["hit_tokens"]) or not r["priced_calls"]
+        w_share = min(rate * writes_per_hit, 1 - rate)  # share of input written; reads and writes fit in it
+        hit_tokens += round(rate * r["input_tokens"])
+        write_tokens += round(w_share * r["input_tokens"])
+        if r["priced_calls"]:
+            usd_with += ((1 - rate - w_share) * r["usd_all_uncached"] + rate * r["usd_all_cache_read"]
+                         + w_share * r["usd_all_cache_write"])
+    return usd_with, hit_tokens, write_tokens, writes_known
+
+
 def _money(value: Decimal) -> Decimal:
     return value.quantize(Decimal("1e-12"))
 
@@ -200,22 +219,14 @@ def what_if(con: duckdb.DuckDBPyConnection, workload: str, hit_rate: float | Non
             "write_tokens": w["write_tokens"], "usd_with_cache": w["usd_with_cache"], "usd_saved": w["usd_saved"],
             "ttft_saved_s_mean": w["ttft_saved_s_mean"], "ttft_saved_p50_s": w["ttft_saved_p50_s"], "note": w["note"],
         }
-    # Per provider and model, at the row's prices: hits = hit_rate × input; first writes in the proportion
-    # to hits the prefix hashes showed at this lifetime (none known: no write premium).
-    rate = Decimal(str(hit_rate))
-    usd_with = Decimal(0)
-    hit_tokens = write_tokens = 0
+    rows = _rows(con, workload, "model", lifetime_s)
+    usd_with, hit_tokens, write_tokens, writes_known = _modelled(rows, Decimal(str(hit_rate)))
+    # the change is measured from today's rate by the same model, so today's rate changes nothing and a lower one
+    # costs money; the model's own error (its first writes are a proportion, not the writes made) cancels out
+    today = w["achieved_share"] or 0.0
+    usd_today = _modelled(rows, Decimal(str(today)))[0]
     ttft_total, ttft_calls = 0.0, 0
-    writes_known = True
-    for r in _rows(con, workload, "model", lifetime_s):
-        writes_per_hit = Decimal(r["write_tokens"]) / r["hit_tokens"] if r["hit_tokens"] else Decimal(0)
-        writes_known &= bool(r["hit_tokens"]) or not r["priced_calls"]
-        w_share = min(rate * writes_per_hit, 1 - rate)  # share of input written; reads and writes fit in it
-        hit_tokens += round(rate * r["input_tokens"])
-        write_tokens += round(w_share * r["input_tokens"])
-        if r["priced_calls"]:
-            usd_with += ((1 - rate - w_share) * r["usd_all_uncached"] + rate * r["usd_all_cache_read"]
-                         + w_share * r["usd_all_cache_write"])
+    for r in rows:
         if r["ttft_s_per_token_saved"] is not None:
             new_hits = max(hit_rate * r["input_tokens"] - (r["cache_read_tokens"] or 0), 0.0)
             ttft_total += r["ttft_s_per_token_saved"] * new_hits
@@ -228,11 +239,12 @@ def what_if(con: duckdb.DuckDBPyConnection, workload: str, hit_rate: float | Non
         notes.append("no measured reuse to size the first writes, so the cache-write premium is left out")
     if not ttft_calls:
         notes.append("no latency fit, so no TTFT figure")
+    saved = usd_today - usd_with
     return out | {
-        "hit_rate": hit_rate, "input_tokens": w["input_tokens"], "hit_tokens": hit_tokens,
+        "hit_rate": hit_rate, "today_hit_rate": today, "input_tokens": w["input_tokens"], "hit_tokens": hit_tokens,
         "write_tokens": write_tokens,
-        "usd_with_cache": _money(usd_with) if priced else None,
-        "usd_saved": _money(w["usd_now"] - usd_with) if priced else None,
+        "usd_with_cache": _money(w["usd_now"] - saved) if priced else None,
+        "usd_saved": _money(saved) if priced else None,
         "ttft_saved_s_mean": ttft_total / ttft_calls if ttft_calls else None,
         "ttft_saved_p50_s": None,  # a median needs the per-call figures, which only the measured case has
         "note": _sentence(notes),

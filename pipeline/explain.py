@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import duckdb
 
-from phaselens.models.text import pct, secs
+from phaselens.models.text import ms, pct, secs, usd
 
 from .read_model import COST_HEADLINE, workload_row
-
-
-def _usd(x) -> str:
-    return "n/a" if x is None else f"${float(x):,.2f}"
 
 
 def explain(con: duckdb.DuckDBPyConnection, workload: str, since=None, until=None) -> str:
@@ -35,11 +31,11 @@ def explain_lines(r: dict) -> list[str]:
         f"shape {str(r['shape_class']).replace('_', ' ')} (median {round(r['input_tokens_p50'] or 0):,} input, "
         f"{round(r['output_tokens_p50'] or 0):,} output tokens).",
         f"Time: {pct(r['prefill_time_share'])} prefill (TTFT p50 {secs(r['ttft_p50_s'])}, p95 {secs(r['ttft_p95_s'])}) vs "
-        f"{pct(r['decode_time_share'])} decode (ITL p50 {secs(r['itl_p50_s'])}/token, p95 {secs(r['itl_p95_s'])}); "
+        f"{pct(r['decode_time_share'])} decode (ITL p50 {ms(r['itl_p50_s'])}/token, p95 {ms(r['itl_p95_s'])}); "
         f"e2e p50 {secs(r['e2e_p50_s'])}. Dominant phase for time: {r['dominant_latency_phase'] or 'unknown'}.",
-        f"Money: {_usd(r['cost_usd_best'])} ({COST_HEADLINE}): {_usd(r['input_cost_usd_best'])} on input "
+        f"Money: {usd(r['cost_usd_best'])} ({COST_HEADLINE}): {usd(r['input_cost_usd_best'])} on input "
         f"({pct(r['prefill_cost_share'])}, prefill side) vs "
-        f"{_usd(r['output_cost_usd_best'])} on output ({pct(r['decode_cost_share'])}, decode side). "
+        f"{usd(r['output_cost_usd_best'])} on output ({pct(r['decode_cost_share'])}, decode side). "
         f"Dominant phase for money: {r['dominant_cost_phase'] or 'unknown'}.",
         f"Why (time): {r['latency_diagnosis']}",
         f"Lever (time): {r['latency_lever']}",

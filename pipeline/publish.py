@@ -34,7 +34,7 @@ from phaselens.models.config import Config
 from .errors import StoreError
 from .store import relation_exists, sql_text
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 ALIAS = "published"
 PREVIOUS = "pl_previous"  # the snapshot an incremental publish copies untouched days from
 POINTER = "CURRENT"
@@ -83,13 +83,23 @@ EMPTY_INPUTS: dict[str, str] = {
     ),
 }
 
-# `workloads` before the first build: the columns the pages read, no rows.
+# `workloads` before the first build: the columns the pages and the read macros read, no rows.
 EMPTY_WORKLOADS = (
     "SELECT NULL::VARCHAR AS workload, NULL::BIGINT AS calls, NULL::VARCHAR AS dominant_latency_phase, "
     "NULL::VARCHAR AS dominant_cost_phase, NULL::VARCHAR AS shape_class, NULL::VARCHAR AS cause, "
     "NULL::VARCHAR AS diagnosis, NULL::VARCHAR AS lever, NULL::VARCHAR AS cost_diagnosis, "
-    "NULL::VARCHAR AS cost_lever WHERE false"
+    "NULL::VARCHAR AS cost_lever, NULL::DOUBLE AS itl_contention_ratio, NULL::DOUBLE AS concurrency_high, "
+    "NULL::DOUBLE AS concurrency_low, NULL::DOUBLE AS reuse_share, NULL::DOUBLE AS achieved_share, "
+    "NULL::DECIMAL(38, 12) AS cache_usd_saved, NULL::DOUBLE AS cache_ttft_saved_p50_s, "
+    "NULL::BIGINT AS cache_lifetime_s, NULL::BIGINT AS store_days WHERE false"
 )
+
+
+def _empty_settings() -> str:
+    """`build_settings` with no row, typed as the build writes it (pipeline/build.py)."""
+    values = {**Config().shapes.model_dump(), **Config().diagnosis.model_dump()}
+    types = {int: "INTEGER", float: "DOUBLE"}
+    return "SELECT " + ", ".join(f"NULL::{types[type(v)]} AS {k}" for k, v in values.items()) + " WHERE false"
 
 
 def published_dir(db_path: Path | str) -> Path:
@@ -275,6 +285,9 @@ def _write_relations(
         con.execute(sql_text(name))
     workloads = "SELECT * FROM workloads" if relation_exists(con, "workloads") else EMPTY_WORKLOADS
     con.execute(f"CREATE TABLE {ALIAS}.workloads AS {workloads}")
+    # the diagnosis thresholds the build used, for the read macros' rules under any filter (none before a build)
+    settings = "SELECT * FROM build_settings" if relation_exists(con, "build_settings") else _empty_settings()
+    con.execute(f"CREATE TABLE {ALIAS}.build_settings AS {settings}")
     for name in COPIED_RELATIONS:
         if relation_exists(con, name):
             con.execute(f"CREATE TABLE {ALIAS}.{name} AS SELECT * FROM {name}")
@@ -290,6 +303,7 @@ def _finish_snapshot(path: Path, store: Path | str, basis: str, computed: str, b
     """Create the read macros and the meta row inside the new snapshot (opened as its own database)."""
     with duckdb.connect(str(path)) as snap:
         snap.execute(sql_text("sketch_macros"))
+        snap.execute(sql_text("workload_rules"))
         snap.execute(sql_text("rollup_macros"))
         for name, needs in OPTIONAL_MACROS.items():
             if all(relation_exists(snap, r) for r in needs):

@@ -33,6 +33,8 @@ PERCENTILE_METHOD = ("log-histogram sketch: the nearest-rank value's bucket (40 
                      "within 2.9% of exact")
 PERCENTILE_ERROR = 10 ** (1 / 80) - 1
 COST_HEADLINE = "invoice-true where billed, else estimated"
+# What a diagnosis under filters takes from the whole store (rollup_macros.sql: workload_phases).
+SCOPE_NOTE = "the batch-contention ratio and the caching lever's savings are of the whole store"
 
 # The headline figures per workload, by the column name every surface reads them under.
 HEADLINE_FIELDS: tuple[str, ...] = (

@@ -8,7 +8,9 @@ before it is ever run. docs/scale-out.md lists the same rules for users.
 
 Rewrite rules (each one fixes something sqlglot fails on or gets silently wrong):
 - macros: ``CREATE MACRO f(a) AS expr`` and ``... AS TABLE query`` are expanded at every call
-  (``f(x)`` becomes ``(expr)`` with ``a`` replaced by ``x``; ``FROM f(x)`` becomes a subquery).
+  (``f(x)`` becomes ``(expr)`` with ``a`` replaced by ``x``; ``FROM f(x)`` becomes a subquery). A parameter
+  read as a row (``a.col``) is called with a relation's name (``f(t)``: DuckDB passes the row as a struct) and
+  becomes that relation's column (``t.col``).
 - ``quantile_cont(x, p)`` -> ``percentile(x, p)``: Spark's exact percentile with linear
   interpolation, the same definition as DuckDB's ``quantile_cont``. Never ``percentile_approx``.
 - ``len(list)`` -> ``size(list)``: in the relation SQL ``len`` is the list length (the tokenizer
@@ -165,6 +167,15 @@ def _substitute(body: exp.Expression, params: list[str], args: list[exp.Expressi
     def sub(n: exp.Expression) -> exp.Expression:
         if isinstance(n, exp.Column) and not n.table and n.name in values:
             return exp.paren(values[n.name].copy(), copy=False)
+        if isinstance(n, exp.Column) and n.table in values and not n.args.get("db"):
+            # a row parameter (`w.col`, the macro called with a relation's name: DuckDB passes its row as a
+            # struct) reads that relation's column: `t.col`
+            row = values[n.table]
+            while isinstance(row, exp.Paren):  # a row passed on by an enclosing macro arrives in parentheses
+                row = row.this
+            if not (isinstance(row, exp.Column) and not row.table):
+                raise NotPortable("macro", f"{n.table}.{n.name}: a row parameter takes a relation's name, got {row.sql()}")
+            return exp.column(n.name, table=row.name, quoted=n.this.quoted)
         return n
 
     return body.copy().transform(sub)

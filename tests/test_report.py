@@ -14,7 +14,7 @@ import shutil
 import statistics
 from collections import defaultdict
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -36,6 +36,7 @@ END = datetime(2026, 11, 18)
 ALL_FILES = {f"{stem}.{ext}" for stem in ("workloads", "workload_changes", "costs_by_day_phase", "reconciliation")
              for ext in ("csv", "parquet")} | {"report.html", "report.md"}
 IN_USD, OUT_USD = Decimal("0.000001"), Decimal("0.000004")
+CENT = Decimal("0.01")
 
 
 def fixture_calls(day: str) -> dict[str, list[dict]]:
@@ -144,7 +145,7 @@ def test_answer_lists_each_workload_dominant_phase_and_lever(day2_report, con):
                       lines[name])
         assert m, lines[name]
         assert int(m.group(1)) == w["calls"]
-        assert Decimal(m.group(2)) == w["cost"].quantize(Decimal("0.0001"))
+        assert Decimal(m.group(2)) == w["cost"].quantize(CENT, rounding=ROUND_HALF_UP)  # money to the cent
         assert (m.group(3), m.group(4)) == (w["time_phase"], w["money_phase"])
         assert lines[name].endswith(f"Lever: {levers[name]} Lever for money: {cost_levers[name]}")
     html = section((day2_report / "report.html").read_text(), 'id="answer"', 'id="changes"')
@@ -171,8 +172,10 @@ def test_changes_name_the_workloads_that_moved(day2_report):
     total = re.search(r"^\| \*\*All workloads\*\* \|(.*)\|$", md, re.M).group(1).split("|")
     prefill_delta = sum(w["input_cost"] for w in now.values()) - sum(w["input_cost"] for w in before.values())
     decode_delta = sum(w["output_cost"] for w in now.values()) - sum(w["output_cost"] for w in before.values())
-    assert total[2].strip() == f"{'+' if prefill_delta > 0 else '-'}${abs(prefill_delta):.4f}"
-    assert total[5].strip() == f"{'+' if decode_delta > 0 else '-'}${abs(decode_delta):.4f}"
+    def cents(x):
+        return f"{'+' if x > 0 else '-'}${abs(x).quantize(CENT, rounding=ROUND_HALF_UP):,.2f}"
+    assert total[2].strip() == cents(prefill_delta)
+    assert total[5].strip() == cents(decode_delta)
 
 
 def test_extracts_carry_the_fixture_numbers(day2_report):
@@ -208,8 +211,8 @@ def test_reconciliation_section_when_billed(day2_report):
     assert "No billing data" not in md
     row = re.search(r"^\| openai \| \$([\d.]+) \| \$([\d.]+) \| \+\$([\d.]+) \|", md, re.M)
     assert row, md
-    assert Decimal(row.group(1)) == billed.quantize(Decimal("0.0001"))
-    assert Decimal(row.group(2)) == traced.quantize(Decimal("0.0001"))
+    assert Decimal(row.group(1)) == billed.quantize(CENT, rounding=ROUND_HALF_UP)
+    assert Decimal(row.group(2)) == traced.quantize(CENT, rounding=ROUND_HALF_UP)
     assert "untraced traffic" in md
     with (day2_report / "reconciliation.csv").open() as f:
         cells = list(csv.DictReader(f))

@@ -89,3 +89,12 @@ def test_parameters_bind_as_literals():
     out = to_spark("SELECT $cap AS c, $name AS n, $f AS f", {"cap": 5, "name": "ok", "f": 0.5})[0]
     assert out == "SELECT 5 AS c, 'ok' AS n, CAST('0.5' AS DOUBLE) AS f"
     assert to_spark("SELECT * FROM t WHERE a = ? AND b = ?", [1, None])[0] == "SELECT * FROM t WHERE a = 1 AND b = NULL"
+
+
+def test_a_row_parameter_reads_the_relations_column():
+    sql = ("CREATE MACRO share(w) AS w.a / nullif(w.a + w.b, 0);"
+           "CREATE MACRO label(w) AS CASE WHEN share(w) >= 0.5 THEN 'a' ELSE 'b' END;"
+           "SELECT label(t) AS l FROM t")
+    out = to_spark(sql)[0]
+    assert "t.a" in out and "t.b" in out and "w." not in out
+    assert {f.rule for f in lint("CREATE MACRO f(w) AS w.a; SELECT f(1 + 2) FROM t")} == {"macro"}

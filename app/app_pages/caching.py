@@ -78,20 +78,28 @@ else:
         # start from the hit rate the workload already achieves, so the slider shows what more caching would add
         achieved = rows.loc[rows["workload"] == w, "achieved_share"].dropna()
         start = min(100, int(round(float(achieved.iloc[0]) * 100))) if len(achieved) else 50
-        rate = None if measured else st.slider("Cache hit rate (% of input tokens read from cache)", 0, 100, start,
-                                               key=f"whatif_rate_{w}") / 100
+        picked = None if measured else st.slider("Cache hit rate (% of input tokens read from cache)", 0, 100, start,
+                                                 key=f"whatif_rate_{w}")
+        # the slider at today's (rounded) rate is today's exact rate: no change, not the rounding's few cents
+        today = picked is not None and len(achieved) > 0 and picked == start
+        rate = None if picked is None else float(achieved.iloc[0]) if today else picked / 100
         if len(achieved):
-            st.caption(f"Today {start}% of this workload's input tokens are read from cache; a lower rate shows what "
-                       "losing the cache would cost, a higher one what more caching would save.")
+            st.caption(f"Today {pct(achieved.iloc[0])} of this workload's input tokens are read from cache; a lower "
+                       "rate shows what losing the cache would cost, a higher one what more caching would save "
+                       "(both against today's cost, by the same model).")
         try:
             result = queries.load_what_if(ctx.snapshot, w, rate, life_w)
         except PhaselensError as e:
             st.info(f"{md_text(e.message)}. {md_text(e.fix)}")
         else:
             c = st.columns(4)
-            c[0].metric("Saved (USD)", usd(result.get("usd_saved")))
+            c[0].metric("Saved (USD)", usd(result.get("usd_saved")),
+                        help="Today's input cost less the cost at the picked rate; negative: more than today.")
             c[1].metric("TTFT saved per call (mean)", seconds(result.get("ttft_saved_s_mean")))
             c[2].metric("Hit rate", pct(result.get("hit_rate")))
             c[3].metric("Tokens read from cache", count(result.get("hit_tokens")))
+            if today:
+                st.caption("No change: this is today's cache hit rate. Move the slider to see what more caching would "
+                           "save or what losing the cache would cost.")
             if result.get("note"):
                 st.caption(result["note"])

@@ -7,7 +7,7 @@ import streamlit as st
 from phaselens.app import charts, queries
 from phaselens.app.ui import (context, count, count_col, in_ms, millis, ms_col, no_calls, pct, pct_col, seconds,
                              seconds_col, table, text_col, usd, usd_col)
-from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
+from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD, SCOPE_NOTE
 
 ctx = context()
 st.title("Overview")
@@ -44,7 +44,7 @@ if not no_calls(ctx):
 
     st.subheader("Per workload: the dominant phase and its lever")
     if ctx.filters.active():
-        st.caption("Shares and dominant phases follow the filters; shape, diagnoses and levers describe the whole store.")
+        st.caption(f"Shares, dominant phases, diagnoses and levers are of the filtered calls ({SCOPE_NOTE}).")
     for r in wl.itertuples():
         missing = f"No diagnosis yet: run phaselens build --db {ctx.db}."
         time_lever = r.lever if isinstance(r.lever, str) else missing

@@ -10,7 +10,7 @@ import streamlit as st
 from phaselens.app import charts, queries
 from phaselens.app.ui import (context, count, count_col, empty_state, in_ms, md_text, millis, ms_col, no_calls, pct,
                              seconds, seconds_col, table, text_col, text_or_dash, usd, usd_col, words)
-from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD
+from phaselens.pipeline.read_model import COST_HEADLINE, PERCENTILE_METHOD, SCOPE_NOTE
 
 COST_BUCKETS = {"uncached_input_usd": "uncached input", "cache_read_usd": "cache read",
                 "cache_write_usd": "cache write", "output_usd": "output"}
@@ -102,7 +102,9 @@ if not no_calls(ctx):
             st.success(f"Lever for money: {md_text(row['cost_lever'])}")
         st.caption(f"Shape: {words(text_or_dash(row['shape_class']))}; cause: {words(text_or_dash(row['cause']))}. "
                    f"Median {count(row['input_tokens_p50'])} input "
-                   f"and {count(row['output_tokens_p50'])} output tokens per call. The diagnosis covers the whole store.")
+                   f"and {count(row['output_tokens_p50'])} output tokens per call. "
+                   + (f"The diagnosis is of the filtered calls ({SCOPE_NOTE})." if ctx.filters.active()
+                      else "The diagnosis is of every call in the store."))
     else:
         empty_state("No diagnosis for this workload yet.", f"Run `phaselens build --db {ctx.db}` to derive it.")
 

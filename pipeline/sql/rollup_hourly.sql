@@ -34,6 +34,10 @@ SELECT
   coalesce(sum(least(coalesce(r.queue_s, 0), coalesce(r.ttft_s, r.prefill_s)))
     FILTER (WHERE r.decode_s IS NOT NULL AND coalesce(r.ttft_s, r.prefill_s) IS NOT NULL), 0) AS queue_time_s,
   coalesce(sum(r.decode_s) FILTER (WHERE coalesce(r.ttft_s, r.prefill_s) IS NOT NULL), 0) AS decode_time_s,
+  -- the queue share of TTFT as `workloads` takes it (queue seconds of calls with a TTFT over the TTFT of calls
+  -- with a queue time), in fixed point so any filter's sum equals the store's
+  coalesce(sum(r.queue_s::DECIMAL(38, 12)) FILTER (WHERE r.ttft_s IS NOT NULL), 0) AS ttft_queue_s,
+  coalesce(sum(r.ttft_s::DECIMAL(38, 12)) FILTER (WHERE r.queue_s IS NOT NULL), 0) AS queued_ttft_s,
   coalesce(sum(r.e2e_s), 0) AS e2e_time_s,
   coalesce(sum(r.uncached_input_cost_usd), 0) AS uncached_input_cost_usd,
   coalesce(sum(r.cache_read_cost_usd), 0) AS cache_read_cost_usd,

@@ -112,15 +112,26 @@ SELECT s.*,
 FROM s, p;
 
 -- Per workload under the filters: the phase split of time and money (of the headline cost: invoice-true where
--- billed, else estimated), the dominant phases, median tokens, TTFT/ITL percentiles; shape, cause, diagnosis and lever come from the whole-store `workloads` relation.
+-- billed, else estimated), the dominant phases, median tokens, TTFT/ITL percentiles, and the shape, causes,
+-- diagnoses and levers of workload_rules.sql over the filtered calls, as `workload_stats` gives them for a period.
+-- Two inputs of the rules are of the whole store (the `workloads` row): the ITL contention ratio (medians of
+-- concurrency quartiles, which do not add up across rollup rows) and the caching lever (caching_by_workload).
+-- `diagnosed` is false (texts NULL) for a workload the build has not diagnosed yet.
 CREATE MACRO workload_phases(p_since, p_until, p_providers, p_models, p_workloads, p_teams) AS TABLE
 WITH s AS (
-  SELECT workload, CAST(sum(calls) AS BIGINT) AS calls,
+  SELECT workload, CAST(sum(calls) AS BIGINT) AS calls, CAST(sum(error_calls) AS BIGINT) AS error_calls,
+         CAST(sum(uncached_input_tokens) AS BIGINT) AS uncached_input_tokens,
+         CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
+         CAST(sum(cache_write_tokens) AS BIGINT) AS cache_write_tokens,
+         CAST(sum(output_tokens) AS BIGINT) AS output_tokens,
          sum(prefill_time_s) AS prefill_time_s, sum(decode_time_s) AS decode_time_s, sum(queue_time_s) AS queue_time_s,
-         sum(input_cost_usd) AS input_cost_usd, sum(output_cost_usd) AS output_cost_usd, sum(cost_usd) AS cost_usd,
+         CAST(sum(ttft_queue_s) AS DOUBLE) / nullif(CAST(sum(queued_ttft_s) AS DOUBLE), 0) AS queue_share_of_ttft,
+         sum(input_cost_usd) AS input_cost_usd, sum(cache_write_cost_usd) AS cache_write_cost_usd,
+         sum(output_cost_usd) AS output_cost_usd, sum(cost_usd) AS cost_usd,
          sum(cost_usd_invoice) AS cost_usd_invoice, CAST(sum(invoice_calls) AS BIGINT) AS invoice_calls,
          sum(input_cost_usd_best) AS input_cost_usd_best, sum(output_cost_usd_best) AS output_cost_usd_best,
-         sum(cost_usd_best) AS cost_usd_best, CAST(sum(unpriced_calls) AS BIGINT) AS unpriced_calls
+         sum(cost_usd_best) AS cost_usd_best, CAST(sum(unpriced_calls) AS BIGINT) AS unpriced_calls,
+         count(DISTINCT date_trunc('day', hour)) AS days
   FROM filtered_calls(p_since, p_until, p_providers, p_models, p_workloads, p_teams) GROUP BY workload
 ),
 p AS (
@@ -128,24 +139,51 @@ p AS (
     max(p50) FILTER (WHERE metric = 'input_tokens') AS input_tokens_p50,
     max(p50) FILTER (WHERE metric = 'output_tokens') AS output_tokens_p50,
     max(p50) FILTER (WHERE metric = 'ttft_s') AS ttft_p50_s, max(p95) FILTER (WHERE metric = 'ttft_s') AS ttft_p95_s,
-    max(p50) FILTER (WHERE metric = 'itl_s') AS itl_p50_s, max(p95) FILTER (WHERE metric = 'itl_s') AS itl_p95_s
+    max(p50) FILTER (WHERE metric = 'itl_s') AS itl_p50_s, max(p95) FILTER (WHERE metric = 'itl_s') AS itl_p95_s,
+    max(p50) FILTER (WHERE metric = 'e2e_s') AS e2e_p50_s
   FROM hist_percentiles(p_since, p_until, p_providers, p_models, p_workloads, p_teams, 'all', 'workload')
   GROUP BY series
 ),
-j AS (
+shares AS (
   SELECT s.*, p.* EXCLUDE (workload),
     s.prefill_time_s / nullif(s.prefill_time_s + s.decode_time_s, 0) AS prefill_time_share,
+    s.decode_time_s / nullif(s.prefill_time_s + s.decode_time_s, 0) AS decode_time_share,
     CAST(s.input_cost_usd_best AS DOUBLE) / nullif(CAST(s.input_cost_usd_best + s.output_cost_usd_best AS DOUBLE), 0)
-      AS prefill_cost_share
+      AS prefill_cost_share,
+    CAST(s.output_cost_usd_best AS DOUBLE) / nullif(CAST(s.input_cost_usd_best + s.output_cost_usd_best AS DOUBLE), 0)
+      AS decode_cost_share,
+    w.workload IS NOT NULL AS diagnosed,
+    w.itl_contention_ratio, w.concurrency_high, w.concurrency_low, w.reuse_share, w.achieved_share,
+    w.cache_usd_saved, w.cache_ttft_saved_p50_s, w.cache_lifetime_s, w.store_days,
+    b.*
   FROM s LEFT JOIN p USING (workload)
+  LEFT JOIN (SELECT workload, itl_contention_ratio, concurrency_high, concurrency_low, reuse_share, achieved_share,
+                    cache_usd_saved, cache_ttft_saved_p50_s, cache_lifetime_s, store_days FROM workloads) w USING (workload)
+  LEFT JOIN build_settings b ON true
+),
+classified AS (
+  SELECT *,
+    pl_dominant_phase(prefill_time_share) AS dominant_latency_phase,
+    pl_dominant_phase(prefill_cost_share) AS dominant_cost_phase,
+    pl_shape_class(shares) AS shape_class,
+    pl_ttft_cause(shares) AS ttft_cause,
+    pl_itl_cause(shares) AS itl_cause,
+    pl_cost_cause(shares) AS cost_cause
+  FROM shares
 )
-SELECT j.*,
-  CASE WHEN prefill_time_share IS NULL THEN NULL WHEN prefill_time_share >= 0.5 THEN 'prefill' ELSE 'decode' END
-    AS dominant_latency_phase,
-  CASE WHEN prefill_cost_share IS NULL THEN NULL WHEN prefill_cost_share >= 0.5 THEN 'prefill' ELSE 'decode' END
-    AS dominant_cost_phase,
-  w.shape_class, w.cause, w.diagnosis, w.lever, w.cost_diagnosis, w.cost_lever
-FROM j LEFT JOIN (SELECT workload, shape_class, cause, diagnosis, lever, cost_diagnosis, cost_lever FROM workloads) w USING (workload)
+SELECT
+  workload, calls, prefill_time_s, decode_time_s, queue_time_s, input_cost_usd, output_cost_usd, cost_usd,
+  cost_usd_invoice, invoice_calls, input_cost_usd_best, output_cost_usd_best, cost_usd_best, unpriced_calls,
+  input_tokens_p50, output_tokens_p50, ttft_p50_s, ttft_p95_s, itl_p50_s, itl_p95_s,
+  prefill_time_share, prefill_cost_share, dominant_latency_phase, dominant_cost_phase, diagnosed,
+  CASE WHEN diagnosed THEN shape_class END AS shape_class,
+  CASE WHEN diagnosed THEN pl_latency_cause(classified) END AS cause,
+  CASE WHEN diagnosed THEN cost_cause END AS cost_cause,
+  CASE WHEN diagnosed THEN pl_latency_diagnosis(classified) END AS diagnosis,
+  CASE WHEN diagnosed THEN pl_latency_lever(classified) END AS lever,
+  CASE WHEN diagnosed THEN pl_cost_diagnosis(classified) END AS cost_diagnosis,
+  CASE WHEN diagnosed THEN pl_cost_lever(classified) END AS cost_lever
+FROM classified
 ORDER BY cost_usd_best DESC NULLS LAST, calls DESC, workload;
 
 -- Money per time bin and series, split into the four token buckets (estimated at list price) and the

@@ -26,13 +26,15 @@ from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
 from phaselens.app.ui import count, millis, pct, seconds, usd
+from phaselens.models.text import md_text
 from phaselens.cli import app as cli
 from phaselens.pipeline.read_model import HEADLINE_FIELDS, PERCENTILE_ERROR
-from tests.app.test_pages import assert_clean, nearest_rank, render, store_rows
+from tests.app.test_pages import assert_clean, money, nearest_rank, render, store_rows
 
 DAY = "2026-11-16"
 SINCE, UNTIL = "2026-11-16T00:00:00", "2026-11-17T00:00:00"
@@ -110,14 +112,13 @@ def test_explain_sentences_state_the_same_figures(surfaces):
     for name, r in surfaces["workloads"].items():
         text = surfaces["sentences"][name]
         assert re.search(rf"^{re.escape(name)}: {r['calls']:,} calls", text), text
-        assert f"${float(r['cost_usd_best']):,.2f} (invoice-true where billed, else estimated)" in text
+        assert f"{money(r['cost_usd_best'])} (invoice-true where billed, else estimated)" in text
         assert f"{100 * r['prefill_time_share']:.0f}% prefill" in text
         assert f"{100 * r['prefill_cost_share']:.0f}%, prefill side" in text
         if r["ttft_p50_s"] is not None:
-            def s(x):
-                return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
-            assert f"TTFT p50 {s(r['ttft_p50_s'])}, p95 {s(r['ttft_p95_s'])}" in text
-            assert f"ITL p50 {s(r['itl_p50_s'])}/token, p95 {s(r['itl_p95_s'])}" in text
+            # the units and decimals of the diagnosis beside them and of the dashboard
+            assert f"TTFT p50 {r['ttft_p50_s']:.3f} s, p95 {r['ttft_p95_s']:.3f} s" in text
+            assert f"ITL p50 {1000 * r['itl_p50_s']:.1f} ms/token, p95 {1000 * r['itl_p95_s']:.1f} ms" in text
 
 
 def test_dashboard_shows_the_same_figures(sample_db, surfaces, monkeypatch):
@@ -184,3 +185,63 @@ def test_reconciliation_is_the_same_bill_everywhere(sample_db, surfaces, monkeyp
     assert shown["Billed (USD)"] == usd(billed)
     assert shown["Estimated from traces (USD)"] == usd(estimated)
     assert any(f"{count(gaps)} of {count(len(cells))} cells have a gap" in c.value for c in at.caption)
+
+
+def lever_lines(at) -> dict[str, str]:
+    """The Overview's per-workload lines (`NAME · time: PHASE — LEVER`, then money), by workload."""
+    lines: dict[str, str] = {}
+    for t in at.text:
+        first = t.value.split("\n")[0]
+        if " · time: " in first:
+            lines[first.split(" · time: ")[0]] = t.value
+    return lines
+
+
+def stats_over(db: Path, where: str) -> dict[str, dict]:
+    """`workload_stats` (the store's rules, pipeline/sql/workloads.sql) over only the store's calls that match
+    `where`: the store's relations are copied into a scratch database with `requests` narrowed, and the macros
+    created there."""
+    from phaselens.pipeline.store import sql_text
+
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH '{db}' AS store (READ_ONLY)")
+        con.execute(f"CREATE TABLE requests AS SELECT * FROM store.requests WHERE {where}")
+        for name in ("invoice_costs", "build_settings", "caching_by_workload"):
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM store.{name}")
+        con.execute(sql_text("sketch_macros") + sql_text("workload_rules") + sql_text("workloads"))
+        res = con.execute("SELECT * FROM workload_stats(NULL, NULL)")
+        cols = [d[0] for d in res.description]
+        return {r[0]: dict(zip(cols, r, strict=True)) for r in res.fetchall()}
+    finally:
+        con.close()
+
+
+def test_levers_follow_the_filters(sample_db, surfaces, monkeypatch):
+    """Under the period alone the Overview gives each workload the diagnosis and levers `phaselens workloads`
+    gives for that period; narrowed to one provider, where the agent workload's time turns prefill-dominated,
+    its line names prefill and a prefill lever: the rules over exactly the filtered calls."""
+    at = render(sample_db, "overview", monkeypatch, {"from": [DAY], "to": [DAY]})
+    assert_clean(at)
+    lines = lever_lines(at)
+    for name, r in surfaces["workloads"].items():
+        assert lines[name] == (f"{name} · time: {r['dominant_latency_phase']} — {r['latency_lever']}\n"
+                               f"{name} · money: {r['dominant_cost_phase']} — {r['cost_lever']}")
+    assert surfaces["workloads"]["agent"]["dominant_latency_phase"] == "decode"
+
+    at = render(sample_db, "overview", monkeypatch, {"provider": ["openai"]})
+    assert_clean(at)
+    narrowed = lever_lines(at)
+    want = stats_over(Path(sample_db), "provider = 'openai'")
+    assert set(narrowed) == set(want)
+    assert want["agent"]["dominant_latency_phase"] == "prefill"
+    for name, r in want.items():
+        assert narrowed[name] == (f"{name} · time: {r['dominant_latency_phase']} — {r['latency_lever']}\n"
+                                  f"{name} · money: {r['dominant_cost_phase']} — {r['cost_lever']}")
+    assert narrowed["agent"] != lines["agent"]
+    assert any("diagnoses and levers are of the filtered calls" in c.value for c in at.caption)
+
+    at = render(sample_db, "workload", monkeypatch, {"provider": ["openai"], "detail": ["agent"]})
+    assert_clean(at)
+    assert f"Time: {want['agent']['latency_diagnosis']}" in [t.value for t in at.text]
+    assert f"Lever for time: {md_text(want['agent']['latency_lever'])}" in [s.value for s in at.success]

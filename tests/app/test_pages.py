@@ -248,3 +248,28 @@ def test_configured_slos_count_breached_hours_within_histogram_precision(sample_
         assert row["source"] == "configuration"
         assert row["bins"] == len(hours)
         assert surely <= row["breached bins"] <= maybe, slo
+
+
+def test_caching_what_if_at_todays_rate_changes_nothing(sample_db, monkeypatch):
+    """The what-if opens at the workload's cache hit rate today and shows no saving there; a higher rate saves
+    money, a lower one costs it (both against today's cost)."""
+    at = render(sample_db, "caching", monkeypatch)
+    assert_clean(at)
+    picked = at.selectbox(key="whatif_workload")
+    for name in picked.options:
+        picked.set_value(name).run()
+        (achieved,) = store_rows(sample_db, "SELECT achieved_share FROM caching_opportunity WHERE level = 'workload' "
+                                 "AND workload = ? ORDER BY lifetime_s NULLS LAST LIMIT 1", [name])[0]
+        if achieved:
+            break
+    assert achieved, "some sample workload reads from the cache today"
+    slider = at.slider(key=f"whatif_rate_{name}")
+    assert slider.value == round(100 * achieved)
+    assert metric(at, "Saved (USD)") == "$0.00"
+    assert any(c.value.startswith("No change: this is today's cache hit rate") for c in at.caption)
+    slider.set_value(min(100, slider.value + 20)).run()
+    assert_clean(at)
+    assert metric(at, "Saved (USD)").startswith("$") and metric(at, "Saved (USD)") != "$0.00"
+    assert not any(c.value.startswith("No change") for c in at.caption)
+    at.slider(key=f"whatif_rate_{name}").set_value(0).run()
+    assert metric(at, "Saved (USD)").startswith("-$")

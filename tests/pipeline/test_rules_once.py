@@ -81,3 +81,26 @@ def test_the_itl_split_is_written_once_and_agrees_in_python_and_sql(store):
         sql = itl_split_sql("CAST($d AS DOUBLE)", "CAST($n AS BIGINT)")
         (in_sql,) = store.execute(f"SELECT {sql}", {"d": decode, "n": tokens}).fetchone()
         assert in_sql == itl_per_token(decode, tokens), (decode, tokens)
+
+
+def test_the_dominance_and_diagnosis_rules_are_written_once():
+    """Dominance, causes and the diagnosis and lever texts live in workload_rules.sql; the store's
+    `workload_stats` and the snapshot's `workload_phases` both call them, and no other SQL or Python spells the
+    rule out again."""
+    import re
+
+    rules = (SQL_DIR / "workload_rules.sql").read_text()
+    macros = set(re.findall(r"CREATE OR REPLACE MACRO (pl_\w+)\(", rules))
+    assert {"pl_dominant_phase", "pl_ttft_cause", "pl_itl_cause", "pl_cost_cause", "pl_latency_diagnosis",
+            "pl_latency_lever", "pl_cost_diagnosis", "pl_cost_lever"} <= macros
+    for caller in ("workloads", "rollup_macros"):
+        text = (SQL_DIR / f"{caller}.sql").read_text()
+        for m in ("pl_dominant_phase", "pl_ttft_cause", "pl_itl_cause", "pl_cost_cause", "pl_latency_lever",
+                  "pl_cost_lever"):
+            assert f"{m}(" in text, (caller, m)
+    root = SQL_DIR.parents[1]
+    spelled = re.compile(r">=\s*0\.5\s+THEN\s+'prefill'|\"prefill\" if .*>= 0\.5|'prefill' if .*>= 0\.5")
+    for path in [*SQL_DIR.rglob("*.sql"), *(root / "app").rglob("*.py"), *(root / "pipeline").glob("*.py")]:
+        if path.name != "workload_rules.sql":
+            assert not spelled.search(path.read_text()), path
+    assert "Shorten outputs (tighter max_tokens" not in (SQL_DIR / "workloads.sql").read_text()
