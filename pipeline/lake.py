@@ -5,7 +5,9 @@ passed through to DuckDB's ``COPY`` unchanged, which needs DuckDB's httpfs exten
 
 - ``raw_calls/day=YYYY-MM-DD/*.parquet``          partitioned by the UTC day of ``started_at``
 - ``raw_billing_lines/day=YYYY-MM-DD/*.parquet``  partitioned by the UTC day of ``period_start``
-- ``raw_rejects/*.parquet``, ``raw_loads/*.parquet``  unpartitioned (small)
+- ``raw_rejects/*.parquet``, ``raw_loads/*.parquet``, ``raw_calls_replaced/*.parquet``  unpartitioned (small)
+
+A lake written before a relation existed (no folder for it) reads as that relation empty.
 
 A call with no ``started_at`` goes to the partition ``day=unknown``, never dropped. The ``day``
 column exists only as the partition key: reading a relation back drops it, so the rows equal the
@@ -23,6 +25,7 @@ RAW_RELATIONS: dict[str, str | None] = {
     "raw_billing_lines": "period_start",
     "raw_rejects": None,
     "raw_loads": None,
+    "raw_calls_replaced": None,  # call rows later loads replaced: the store's basis counts them
 }
 
 
@@ -85,6 +88,20 @@ def _raw_arrow_schema(rel: str):
         return con.execute(f"SELECT * FROM {rel} LIMIT 0").to_arrow_table().schema
     finally:
         con.close()
+
+
+def _empty_view(con: duckdb.DuckDBPyConnection, rel: str) -> None:
+    """A view named `rel` with the store's columns and types and no rows."""
+    from .store import ensure_schema
+
+    ref = duckdb.connect()
+    try:
+        ensure_schema(ref)
+        cols = ref.execute(f"DESCRIBE {rel}").fetchall()
+    finally:
+        ref.close()
+    select = ", ".join(f'CAST(NULL AS {c[1]}) AS "{c[0]}"' for c in cols)
+    con.execute(f"CREATE VIEW {rel} AS SELECT {select} LIMIT 0")
 
 
 def read_relation_spark(spark, lake: str, rel: str):
@@ -155,7 +172,10 @@ def open_lake(lake: str) -> tuple[duckdb.DuckDBPyConnection, Path]:
             con.execute(stmt)
         con.execute(META_DDL)
         for rel in RAW_RELATIONS:
-            con.execute(f"CREATE VIEW {rel} AS {read_relation_sql(lake, rel)}")
+            if "://" not in root and not any((Path(root) / rel).glob("**/*.parquet")):
+                _empty_view(con, rel)  # a lake from before this relation existed, or an empty one
+            else:
+                con.execute(f"CREATE VIEW {rel} AS {read_relation_sql(lake, rel)}")
         catalog = lake_path(lake, BUILT_DIR, CATALOG_DIR)
         rows: list[tuple[str, str, str]] = []
         if "://" in root or Path(catalog).exists():

@@ -40,7 +40,7 @@ CONFIG = SAMPLE / "phaselens.toml"
 
 # DuckDB-store bookkeeping of incremental builds (pipeline/incremental.py), not build results: a Spark build
 # is always a full build and keeps none.
-NOT_BUILD_RESULTS = {"phaselens_meta", "build_state", "build_loads"}
+NOT_BUILD_RESULTS = {"phaselens_meta", "build_state", "build_loads", "build_source_gaps"}
 PUBLIC_VIEWS = ("requests", "workloads", "invoice_costs", "source_gaps", "billing_lines", "rejects", "loads")
 
 
