@@ -46,3 +46,24 @@ def test_cli_export_unwritable_lake_is_a_clear_error(demo_store, tmp_path):
     r = CliRunner().invoke(app, ["export", "--db", str(demo_store), "--lake", str(blocker / "lake")])
     assert r.exit_code == 1
     assert "cannot write the lake" in r.output
+
+
+def test_a_lake_without_a_relation_folder_reads_it_as_empty(demo_store, tmp_path):
+    """A lake written before `raw_calls_replaced` existed (or with no rejects) opens, with the store's columns."""
+    import shutil
+
+    from phaselens.pipeline.lake import open_lake
+    from phaselens.pipeline.publish import store_basis
+
+    lake = tmp_path / "lake"
+    store = duckdb.connect(str(demo_store), read_only=True)
+    export_lake(store, str(lake))
+    shutil.rmtree(lake / "raw_calls_replaced")
+    shutil.rmtree(lake / "raw_rejects")
+    con, _ = open_lake(str(lake))
+    for rel in ("raw_calls_replaced", "raw_rejects"):
+        assert con.execute(f"DESCRIBE {rel}").fetchall() == store.execute(f"DESCRIBE {rel}").fetchall(), rel
+        assert con.execute(f"SELECT count(*) FROM {rel}").fetchone()[0] == 0
+    assert store_basis(con).endswith("|replaced=0")
+    con.close()
+    store.close()
