@@ -5,7 +5,9 @@ different files, different chunks of one file or different receiver flushes, eve
 `raw_otlp_spans`: its normalised row (the allow-listed attributes only, never prompt text; hashes of its leading
 prompt blocks), plus `stored_call_id`, the call it is part of when that is not the one it names itself. A call's
 only span is kept without its attributes (they are the call row's). Non-call spans are kept thin (ids, parent, name,
-times): the merge walks through them to a call's ancestor, and SGLang's stage spans time the phases.
+times): the merge walks through them to a call's ancestor, and SGLang's stage spans time the phases. A non-call span
+with no parent (a trace's HTTP or agent root) is not kept at all: the walk up stops at it, it is nobody's stage span,
+and no later span can give it a parent, so no merge can ever need it.
 
 Each chunk, inside the load's transaction:
 
@@ -267,7 +269,8 @@ def settle(con: duckdb.DuckDBPyConnection, load_id: str) -> dict[str, int]:
           AND (NOT s._pulled OR s._stored_call IN (SELECT call_id FROM otlp_retire))
         UNION ALL BY NAME
         SELECT {thin}, $load_id AS load_id FROM otlp_spans
-        WHERE _kind = 'skip' AND NOT _pulled AND trace_id IS NOT NULL AND span_id IS NOT NULL""",
+        WHERE _kind = 'skip' AND NOT _pulled AND trace_id IS NOT NULL AND span_id IS NOT NULL
+          AND parent_span_id IS NOT NULL""",
         {"load_id": load_id})
     calls = _count(con, "SELECT count(*) FROM otlp_calls")
     for t in ("otlp_members", "otlp_changed", "otlp_retire"):

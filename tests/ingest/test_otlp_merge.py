@@ -410,3 +410,28 @@ def test_a_later_span_reaches_every_trace_of_a_stored_call(store, load, tmp_path
     assert ledger(r) == truth_ledger == (1, 2, 0)
     (c,) = calls(store)
     assert (c["span_id"], c["output_tokens"], c["convention"]) == ("a1".ljust(16, "0"), 200, "logfire+2")
+
+
+def _walk_lines() -> list[str]:
+    """An HTTP root span, a framework call below it, a tool span below that, and the SDK's span of the same call
+    below the tool span: the merge walks up from the SDK span through the tool span to the framework span."""
+    model = "claude-3-5-haiku-20241022"
+    root = span("d1", "h1", 0, 1200, {"http.request.method": "POST", "http.route": "/api/chat"}, name="POST /api/chat")
+    top = span("d1", "w1", 5, 1000, llmetry_attrs(300, 120, rid="msg_9"), parent="h1", name="anthropic.chat")
+    tool = span("d1", "t1", 8, 995, {"tool.name": "retry"}, parent="w1", name="execute_tool retry")
+    low = span("d1", "w3", 12, 985, sdk_attrs(300, 120, ttft=0.31, rid="msg_9", stream=True), parent="t1")
+    return [batch("opentelemetry.instrumentation.fastapi", root), batch(LLMETRY, top), batch("agents", tool),
+            batch(SDK, low)]
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 2, 1, 0), (0, 3, 1, 2)])
+def test_a_root_non_call_span_is_not_stored_and_the_walk_through_a_middle_one_holds_across_files(store, load, tmp_path, order):
+    """A non-call span with no parent can never sit between two spans of one call: it is not kept. A non-call
+    span with a parent is kept, so a call whose spans arrive in different files still merges through it."""
+    lines = _walk_lines()
+    truth, truth_ledger = one_file_truth(tmp_path, *lines)
+    r = load(*(write(tmp_path, f"walk{i}.jsonl", lines[i]) for i in order))
+    assert fingerprint(store) == truth and len(truth) == 1
+    assert ledger(r) == truth_ledger == (1, 3, 0)
+    kept = store.execute("SELECT span_id FROM raw_otlp_spans WHERE _kind = 'skip' ORDER BY 1").fetchall()
+    assert kept == [("t1".ljust(16, "0"),)]
