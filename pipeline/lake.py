@@ -78,28 +78,26 @@ def lake_path(lake: str, *parts: str) -> str:
     return "/".join([_root(lake), *parts])
 
 
-def _raw_arrow_schema(rel: str):
-    """The store's Arrow schema of a raw relation (for a lake folder with no files yet)."""
+def _on_empty_store(query):
+    """`query(con)` on an in-memory store with the store's schema and no rows (a raw relation's columns)."""
     from .store import ensure_schema
 
     con = duckdb.connect()
     try:
         ensure_schema(con)
-        return con.execute(f"SELECT * FROM {rel} LIMIT 0").to_arrow_table().schema
+        return query(con)
     finally:
         con.close()
 
 
+def _raw_arrow_schema(rel: str):
+    """The store's Arrow schema of a raw relation (for a lake folder with no files yet)."""
+    return _on_empty_store(lambda con: con.sql(f"SELECT * FROM {rel} LIMIT 0").to_arrow_table().schema)
+
+
 def _empty_view(con: duckdb.DuckDBPyConnection, rel: str) -> None:
     """A view named `rel` with the store's columns and types and no rows."""
-    from .store import ensure_schema
-
-    ref = duckdb.connect()
-    try:
-        ensure_schema(ref)
-        cols = ref.execute(f"DESCRIBE {rel}").fetchall()
-    finally:
-        ref.close()
+    cols = _on_empty_store(lambda ref: ref.execute(f"DESCRIBE {rel}").fetchall())
     select = ", ".join(f'CAST(NULL AS {c[1]}) AS "{c[0]}"' for c in cols)
     con.execute(f"CREATE VIEW {rel} AS SELECT {select} LIMIT 0")
 
