@@ -17,6 +17,7 @@ from .latency import LatencySettings
 from .pricebook import PriceBook, load_validated
 from .reconcile import ReconcileSettings
 from .run import RunSettings
+from .spark import SparkSettings
 from .whatif import WhatIfSettings
 
 
@@ -105,6 +106,7 @@ class Config(PriceBook):
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings, description="docs/reconciliation.md")
     run: RunSettings | None = Field(default=None, description="`phaselens run` (docs/operations.md)")
     whatif: WhatIfSettings = Field(default_factory=WhatIfSettings, description="docs/whatif.md")
+    spark: SparkSettings = Field(default_factory=SparkSettings, description="`build --engine spark` (docs/scale-out.md)")
 
     @property
     def pricebook(self) -> PriceBook:

@@ -225,8 +225,10 @@ def build(
     full: Annotated[bool, typer.Option("--full", help="Re-derive every day, not only those new loads touched. Default: off (incremental).")] = False,
     engine: Annotated[str, typer.Option("--engine", help="duckdb (the store) or spark (a Parquet lake, --lake). Default: duckdb.")] = "duckdb",
     lake: LakeOpt = None,
-    spark_master: Annotated[str, typer.Option("--spark-master", help="local[N], spark://..., yarn, or sc://host:15002. Default: local[2].")]
-    = "local[2]",
+    spark_master: Annotated[str | None, typer.Option("--spark-master", help="local[N], spark://..., yarn, or sc://host:15002. Default: [spark] master in --config, else local[2].")]
+    = None,
+    spark_conf: Annotated[list[str] | None, typer.Option("--spark-conf", help="A Spark setting KEY=VALUE (repeatable), over the config's [spark] conf, e.g. spark.driver.memory=8g. Default: none; in local mode the driver gets half the machine's memory, at most 16g.")]
+    = None,
 ) -> None:
     """Derive timing, costs, workloads and rollups from what is loaded; safe to run again.
 
@@ -243,7 +245,7 @@ def build(
     if engine not in ("duckdb", "spark"):
         _fail(PhaselensError(f"unknown engine {engine!r}", "use --engine duckdb or --engine spark"), 2)
     if engine == "spark":
-        _build_spark(lake, spark_master, config)
+        _build_spark(lake, spark_master, spark_conf or [], config)
         return
     try:
         cfg = _config(config)
@@ -262,17 +264,25 @@ def build(
     )
 
 
-def _build_spark(lake: str | None, master: str, config: Path | None) -> None:
+def _build_spark(lake: str | None, master: str | None, conf_args: list[str], config: Path | None) -> None:
     if not lake:
         _fail(PhaselensError("--engine spark needs --lake", "write one with `phaselens export --db FILE --lake DIR`"), 2)
+    from phaselens.models.spark import parse_conf_args
     from phaselens.pipeline.engines.spark import build_spark, spark_session
     from phaselens.pipeline.lake import open_lake
     from phaselens.pipeline.publish import publish
 
     try:
         cfg = _config(config)
+        conf = {**cfg.spark.conf, **parse_conf_args(conf_args)}
+    except ValueError as e:
+        _fail(PhaselensError(str(e), "give each Spark setting as --spark-conf spark.KEY=VALUE"), 2)
+    except PhaselensError as e:
+        _fail(e)
+    master = master or cfg.spark.master
+    try:
         open_lake(lake)[0].close()  # fails early and clearly when there is no lake
-        session = spark_session(master)
+        session = spark_session(master, conf=conf)
         result = build_spark(session, lake, cfg, on_stage=lambda name, s: _err(f"  {name:16} {s:6.2f} s"))
         con, path = open_lake(lake)
         publish(con, path, cfg)

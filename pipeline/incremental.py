@@ -26,7 +26,7 @@ from phaselens.models.config import Config
 
 BUILD_STATE_DDL = """
 CREATE TABLE IF NOT EXISTS build_state (
-  config_hash VARCHAR,        -- sha256 of the configuration (without [run]), profiles, build SQL and version
+  config_hash VARCHAR,        -- sha256 of the configuration (without [run], [spark]), profiles, build SQL and version
   built_at TIMESTAMP,         -- UTC, when the last build committed
   full_build BOOLEAN,         -- whether the last build re-derived everything
   days_rebuilt BIGINT         -- UTC days the last build recomputed
@@ -64,7 +64,7 @@ class Plan:
 
 def config_hash(config: Config) -> str:
     """The hash of everything besides the raw rows that a build's answers depend on."""
-    h = hashlib.sha256(config.model_dump_json(exclude={"run"}).encode())
+    h = hashlib.sha256(config.model_dump_json(exclude={"run", "spark"}).encode())
     for p in config.latency.profiles:
         try:
             h.update(p.csv.read_bytes())

@@ -79,9 +79,15 @@ def main() -> None:
         print(f"{args.calls:>10,} calls: DuckDB build {duck_s:.1f} s ({duck_mb:,.0f} MB) | Spark {args.master} build "
               f"{spark_s:.1f} s (driver {spark_mb:,.0f} MB) | Spark / DuckDB {spark_s / duck_s:.2f}x")
         if args.grow:
-            _, spark_big, _, _ = spark_build(work, args.grow, args.master, bb)
-            print(f"{args.grow:>10,} calls: Spark {args.master} build {spark_big:.1f} s | growth "
-                  f"{spark_big / spark_s:.2f}x for {args.grow / args.calls:.1f}x the calls")
+            duck_big, spark_big, duck_big_mb, spark_big_mb = spark_build(work, args.grow, args.master, bb)
+            print(f"{args.grow:>10,} calls: DuckDB build {duck_big:.1f} s ({duck_big_mb:,.0f} MB) | Spark {args.master} "
+                  f"build {spark_big:.1f} s (driver {spark_big_mb:,.0f} MB) | Spark / DuckDB {spark_big / duck_big:.2f}x")
+            print(f"growth for {args.grow / args.calls:.1f}x the calls: Spark {spark_big / spark_s:.2f}x, "
+                  f"DuckDB {duck_big / duck_s:.2f}x")
+        for log in sorted(work.glob("spark-*.log")):  # the Spark builds' stage times, slowest first
+            stages = [ln.split() for ln in log.read_text().splitlines() if ln.strip().endswith(" s") and len(ln.split()) == 3]
+            slow = sorted(((float(t), name) for name, t, _ in stages if t.replace(".", "", 1).isdigit()), reverse=True)[:5]
+            print(f"{log.stem}: slowest stages " + ", ".join(f"{name} {t:.1f} s" for t, name in slow))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -22,6 +22,7 @@ PySpark is imported only here, only when this engine is asked for (the `spark` e
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,7 @@ from sqlglot import exp
 
 from phaselens.ingest.normalize import sql_macros
 from phaselens.models.config import Config
+from phaselens.models.spark import LOCAL_DRIVER_MEMORY_CAP_GB
 
 from .. import transpile
 from ..build import BuildResult, _run_stages, stage_timer
@@ -69,18 +71,18 @@ def _reason(e: Exception) -> str:
     return (lines[0] if lines else type(e).__name__)[:600]
 
 
-def spark_session(master: str = "local[2]", shuffle_partitions: int = 4, app_name: str = "phaselens build"):
-    """A SparkSession on `master` (`local[N]`, `spark://...`, `yarn`) or a Spark Connect URL (`sc://host:15002`)."""
+def spark_session(master: str = "local[2]", shuffle_partitions: int = 4, app_name: str = "phaselens build",
+                  conf: Mapping[str, str] | None = None):
+    """A SparkSession on `master` (`local[N]`, `spark://...`, `yarn`) or a Spark Connect URL (`sc://host:15002`),
+    with the Spark settings in `conf` (the `[spark]` section and --spark-conf) over the build's own."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as e:  # the optional dependency group is missing
         raise SparkEngineError("the Spark engine needs PySpark", "pip install 'phaselens[spark]'") from e
     builder = SparkSession.builder.appName(app_name)
     builder = builder.remote(master) if master.startswith("sc://") else builder.master(master)
-    conf = {**SPARK_CONF, "spark.sql.shuffle.partitions": str(shuffle_partitions)}
-    if not master.startswith("sc://"):
-        conf["spark.ui.enabled"] = "false"
-    for k, v in conf.items():
+    settings = session_settings(master, shuffle_partitions, conf or {})
+    for k, v in settings.items():
         builder = builder.config(k, v)
     try:
         session = builder.getOrCreate()
@@ -89,6 +91,28 @@ def spark_session(master: str = "local[2]", shuffle_partitions: int = 4, app_nam
                                "install a Java runtime (17+) for local mode, or check the master URL") from e
     configure(session)
     return session
+
+
+def session_settings(master: str, shuffle_partitions: int, conf: Mapping[str, str]) -> dict[str, str]:
+    """The settings a session starts with: the SQL semantics the relations need (not overridable), then the
+    user's, then defaults for what the user left unset: in local mode no web UI and a driver (which does all the
+    work there) with half the machine's memory, at most LOCAL_DRIVER_MEMORY_CAP_GB."""
+    out = {"spark.sql.shuffle.partitions": str(shuffle_partitions)}
+    if not master.startswith("sc://"):
+        out["spark.ui.enabled"] = "false"
+    if master.startswith("local"):
+        out["spark.driver.memory"] = f"{_local_driver_memory_gb()}g"
+    out.update(conf)
+    out.update(SPARK_CONF)
+    return out
+
+
+def _local_driver_memory_gb() -> int:
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: Spark's own default
+        return 1
+    return max(1, min(LOCAL_DRIVER_MEMORY_CAP_GB, int(total / 2**30 / 2)))
 
 
 def configure(session) -> None:
