@@ -160,3 +160,119 @@ def test_dashboard_on_a_spark_built_lake(built, monkeypatch):
     calls = duckdb.connect(str(db), read_only=True).execute("SELECT count(*) FROM requests").fetchone()[0]
     shown = [m.value for m in at.metric if m.label == "Calls"]
     assert shown == [f"{calls:,}"]
+
+
+# ---- edge inputs: what the sample day does not exercise ------------------------------------------------------
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+EDGE_CONFIG = """\
+# Prices of the edge inputs: gpt-4o-mini at round numbers; the vLLM model on GPU-hours, one plain deployment
+# and a disaggregated pair (prefill pool, decode pool).
+[[prices]]
+provider = "openai"
+model = "gpt-4o-mini"
+input = 1.0
+output = 4.0
+
+[[deployments]]
+name = "qwen-mono"
+provider = "vllm"
+models = ["Qwen/Qwen2.5-7B-Instruct"]
+gpu_type = "H100-80GB"
+gpus = 1
+usd_per_gpu_hour = 2.49
+
+[[deployments]]
+name = "qwen-prefill"
+provider = "vllm"
+models = ["Qwen/Qwen2.5-7B-Instruct"]
+gpu_type = "H100-80GB"
+gpus = 2
+usd_per_gpu_hour = 3.00
+pool = "vllm-prefill"
+
+[[deployments]]
+name = "qwen-decode"
+provider = "vllm"
+models = ["Qwen/Qwen2.5-7B-Instruct"]
+gpu_type = "L40S-48GB"
+gpus = 4
+usd_per_gpu_hour = 2.00
+pool = "vllm-decode"
+"""
+
+
+def _edge_inputs(work: Path) -> tuple[Path, Path, Path]:
+    """(traces, billing, config) of the edge cases, from the project's fixtures:
+    - a model no price book knows (a LiteLLM call whose model is renamed), so unpriced;
+    - LiteLLM calls without TTFT (timing estimated by the day's fit), OpenTelemetry GenAI spans of a day too
+      small for a fit (timing none) and Anthropic calls with cache writes;
+    - billing for 2026-11-16 and 2026-11-17 but traces only of 2026-11-16 (billing without traces), and spans
+      of a later day no billing covers (traces without billing): reconciliation gaps both ways;
+    - vLLM engine spans of a disaggregated prefill/decode pair and a one-worker request, on GPU-hour
+      deployments (docs/pricebook.md#disaggregated-pools)."""
+    from tests.ingest.test_otlp_engines import disagg_lines
+    from tests.pipeline.test_gpu_pools import solo_lines
+
+    traces, billing = work / "traces", work / "billing"
+    traces.mkdir()
+    billing.mkdir()
+    day = (FIXTURES / "batch" / "traces" / "litellm.2026-11-16.jsonl").read_text().splitlines()
+    unknown = json.loads(day[0])
+    unknown.update(request_id="req-2026-11-16-unknown-00", model="acme-mystery-13b", model_group="acme-mystery-13b")
+    untimed = []  # calls whose log has no completionStartTime: no TTFT, timed by the day's latency fit
+    for i, line in enumerate(day[1:4]):
+        call = json.loads(line)
+        call.pop("completionStartTime")
+        call["request_id"] = f"req-2026-11-16-untimed-{i:02d}"
+        untimed.append(json.dumps(call))
+    (traces / "litellm.2026-11-16.jsonl").write_text("\n".join(day + [json.dumps(unknown)] + untimed) + "\n")
+    for name in ("openai_v2.jsonl", "openllmetry_anthropic.jsonl"):
+        shutil.copy(FIXTURES / "source_gaps" / name, traces / name)
+    (traces / "vllm_engines.jsonl").write_text(disagg_lines() + solo_lines())
+    shutil.copy(FIXTURES / "batch" / "billing" / "openai_costs.2026-11-16_17.json", billing)
+    config = work / "edge.toml"
+    config.write_text(EDGE_CONFIG)
+    return traces, billing, config
+
+
+@pytest.fixture(scope="module")
+def edge_built(tmp_path_factory, spark):
+    """(store, lake) of the edge inputs, built by DuckDB and, from its exported lake, by Spark (the module's
+    session: the build command reuses the active one)."""
+    work = tmp_path_factory.mktemp("edge")
+    traces, billing, config = _edge_inputs(work)
+    db, lake = work / "E.duckdb", work / "EL"
+    _cli("ingest", str(traces), str(billing), "--db", str(db))
+    _cli("build", "--db", str(db), "--config", str(config))
+    _cli("export", "--db", str(db), "--lake", str(lake))
+    _cli("build", "--engine", "spark", "--lake", str(lake), "--spark-master", "local[2]", "--config", str(config))
+    return db, lake
+
+
+def test_edge_inputs_every_relation_equal_row_by_row(edge_built):
+    db, lake = edge_built
+    con = _both(db, lake)
+    duck = _relations(con, "a") - NOT_BUILD_RESULTS
+    assert duck == _relations(con, "l") - NOT_BUILD_RESULTS
+    differences = []
+    for name in sorted(duck):
+        differences += compare_relation(con, name, f"SELECT * FROM a.{name}", f"SELECT * FROM l.{name}")
+    assert not differences, "\n".join(map(str, differences))
+
+
+def test_edge_inputs_hold_the_edge_cases(edge_built):
+    """Not vacuous: each edge case the comparison above covers is present in the built relations."""
+    db, lake = edge_built
+    con = _both(db, lake)
+    one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+    assert one("SELECT count(*) FROM l.call_costs WHERE NOT priced") > 0  # unpriced model
+    assert one("SELECT count(*) FROM l.call_attribution WHERE timing_source = 'estimated'") > 0
+    assert one("SELECT count(*) FROM l.call_costs WHERE price_source = 'gpu_hours'") >= 3
+    assert one("SELECT count(*) FROM l.call_costs WHERE prefill_deployment = 'qwen-prefill' "
+               "AND decode_deployment = 'qwen-decode'") == 2  # the disaggregated pair
+    assert one("SELECT count(DISTINCT deployment) FROM l.deployment_costs") == 3
+    assert one("SELECT count(*) FROM l.raw_calls WHERE cache_write_tokens > 0") > 0
+    assert one("SELECT count(*) FROM l.reconciliation") > 0
+
