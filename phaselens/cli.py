@@ -96,6 +96,11 @@ def ingest(
         typer.Option("--keep-attribute", help="Also keep this span attribute (repeatable); by default only the "
                      "attributes phaselens reads are kept, everything else is dropped."),
     ] = None,
+    lake: Annotated[
+        Optional[str], typer.Option("--lake", help="Also write the loaded raw rows to this Parquet lake (the days "
+                                    "they touched), for `build --engine spark`. The ledger lives in --db, default "
+                                    "<lake>/phaselens-ingest.duckdb. Default: none.")
+    ] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Load traces and billing exports into the store; the format is detected from each file's content.
@@ -104,6 +109,7 @@ def ingest(
     skipped and counted; a file named on the command line is always read.
 
     Example: phaselens ingest sample_logs/ --db demo.duckdb
+    Example: phaselens ingest traces/ billing/ --lake lake/   (then `phaselens build --engine spark --lake lake/`)
     """
     from decimal import Decimal, InvalidOperation
 
@@ -117,6 +123,8 @@ def ingest(
             rates[cur.strip().upper()] = Decimal(rate)
         except InvalidOperation:
             _fail(PhaselensError(f"--fx {item!r} is not CUR=RATE", "write it like EUR=1.08"), 2)
+    if lake is not None:
+        db = _lake_ingest_store(lake, db)
     try:
         con = _open(db)
         since = store_basis(con)
@@ -130,9 +138,12 @@ def ingest(
             _err(f"          ... {lines_done:,} lines read")
 
         result = run_ingest(con, paths, options={"fx": rates, "progress": within_file, "keep_attributes": list(keep_attribute or [])}, force=force, on_file=progress)
-        _publish(con, db, days=loaded_days(con, [f.load_id for f in result.files if f.accepted]), since=since)
+        if lake is None:
+            _publish(con, db, days=loaded_days(con, [f.load_id for f in result.files if f.accepted]), since=since)
     except PhaselensError as e:
         _fail(e, 2)
+    if lake is not None and result.files:
+        _write_lake(con, lake, db, result)
     if not result.files:  # nothing to read is said plainly, and is not a success
         skipped = (f": it holds only {len(result.not_data):,} code, docs or config file(s) (e.g. "
                    f"{result.not_data[0].name}), which are skipped" if result.not_data else ": it is empty")
@@ -155,6 +166,41 @@ def ingest(
              f"(e.g. {result.not_data[0].name}).")
     if result.failed:
         raise typer.Exit(1)
+
+
+def _lake_ingest_store(lake: str, db: Path | None) -> Path:
+    """The store that `ingest --lake` loads into before writing the lake: --db, else the lake's own."""
+    from phaselens.pipeline.lake import lake_has_raw_rows, lake_source, lake_store_path
+
+    store = db if db is not None else lake_store_path(lake)
+    if store is None:
+        _fail(PhaselensError(f"an object-store lake ({lake}) needs the store that keeps its ledger",
+                             "give --db FILE: a local store that ingest loads into before writing the lake"), 2)
+    source = lake_source(lake)
+    if lake_has_raw_rows(lake) and "://" not in lake and source != str(store.resolve()):
+        whose = f"from the store {source}" if source else "by `phaselens export` from a store it does not name"
+        _fail(PhaselensError(f"the lake {lake} was written {whose}, not from {store}; writing this store's rows to "
+                             "it would mix two stores", "give the store the lake was written from with --db "
+                             "(or write the lake again from this store with `phaselens export`)"), 2)
+    if db is None:
+        store.parent.mkdir(parents=True, exist_ok=True)
+    return store
+
+
+def _write_lake(con, lake: str, store: Path, result) -> None:
+    from phaselens.pipeline.lake import write_lake
+
+    try:
+        how, written = write_lake(con, lake, store, [f.load_id for f in result.files if f.accepted])
+    except Exception as e:  # duckdb.Error, OSError: a lake it cannot write; the store holds every row
+        _err(f"Error: the rows are in {store}, but writing the lake at {lake} failed: {e}")
+        _err(f"  fix: make the lake writable, then run `phaselens export --db {store} --lake {lake}` (or ingest again)")
+        raise typer.Exit(1)
+    if how == "full":
+        _err(f"wrote the whole lake {lake} from {store}")
+    else:
+        parts = [f"{len(d):,} day(s) of {rel}" for rel, d in written.items() if d]
+        _err(f"wrote {', '.join(parts) or 'no day partition'} to the lake {lake} (the ledger is in {store})")
 
 
 @app.command()
@@ -311,7 +357,7 @@ def export(
     except PhaselensError as e:
         _fail(e)
     try:
-        counts = export_lake(con, lake)
+        counts = export_lake(con, lake, store=resolve_db(db))
     except Exception as e:  # duckdb.Error: a path it cannot write, a missing object-store extension
         _err(f"Error: cannot write the lake at {lake}: {e}")
         _err("  fix: give a writable folder, or for an object-store URI load DuckDB's httpfs extension and credentials")

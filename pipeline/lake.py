@@ -37,8 +37,13 @@ def _root(lake: str) -> str:
     return str(lake).rstrip("/")
 
 
-def export_lake(con: duckdb.DuckDBPyConnection, lake: str) -> dict[str, int]:
-    """Write every raw relation of the store to ``lake`` (replacing what is there); rows per relation."""
+def _day_expr(ts: str) -> str:
+    return f"coalesce(strftime(CAST({ts} AS TIMESTAMP), '%Y-%m-%d'), 'unknown')"
+
+
+def export_lake(con: duckdb.DuckDBPyConnection, lake: str, store: Path | None = None) -> dict[str, int]:
+    """Write every raw relation of the store to ``lake`` (replacing what is there); rows per relation. With
+    ``store`` (the store file ``con`` reads) a local lake records it as its source (``SOURCE_FILE``)."""
     root = _root(lake)
     if "://" not in root:
         Path(root).mkdir(parents=True, exist_ok=True)
@@ -49,11 +54,109 @@ def export_lake(con: duckdb.DuckDBPyConnection, lake: str) -> dict[str, int]:
             con.execute(f"COPY (SELECT * FROM {rel}) TO {target} "
                         "(FORMAT parquet, PER_THREAD_OUTPUT, OVERWRITE)")
         else:
-            day = (f"coalesce(strftime(CAST({ts} AS TIMESTAMP), '%Y-%m-%d'), 'unknown')")
-            con.execute(f"COPY (SELECT *, {day} AS day FROM {rel}) TO {target} "
+            con.execute(f"COPY (SELECT *, {_day_expr(ts)} AS day FROM {rel}) TO {target} "
                         "(FORMAT parquet, PARTITION_BY (day), OVERWRITE)")
         counts[rel] = con.execute(f"SELECT count(*) FROM {rel}").fetchone()[0]
+    if store is not None and "://" not in root:
+        _write_source(lake, store)
     return counts
+
+
+# --- ingest straight to a lake (`phaselens ingest --lake`) ------------------------------------------------
+
+SOURCE_FILE = "_source.json"
+"""``<lake>/_source.json`` (local lakes): the store the lake's raw relations were last written from. Only
+that store may rewrite single days of the lake; any other store would mix its rows with the lake's."""
+PENDING_KEY = "lake_write_pending"
+"""The store's note, kept while it writes days to a lake: an interrupted write is redone in full next time."""
+
+
+def lake_store_path(lake: str) -> Path | None:
+    """The store `ingest --lake` keeps beside a local lake's Parquet (its ledger, duplicates and OTLP merge
+    state); None for an object-store lake, which needs an explicit --db."""
+    root = _root(lake)
+    return None if "://" in root else Path(root) / "phaselens-ingest.duckdb"
+
+
+def lake_source(lake: str) -> str | None:
+    import json
+
+    p = Path(_root(lake)) / SOURCE_FILE
+    try:
+        return json.loads(p.read_text())["store"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def lake_has_raw_rows(lake: str) -> bool:
+    root = _root(lake)
+    if "://" in root:
+        return True  # cannot look without credentials: assume so, which only asks for care
+    return any(any((Path(root) / rel).glob("**/*.parquet")) for rel in ("raw_calls", "raw_billing_lines"))
+
+
+def _write_source(lake: str, store: Path) -> None:
+    import json
+    import os
+
+    p = Path(_root(lake)) / SOURCE_FILE
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps({"store": str(store.resolve())}) + "\n")
+    os.replace(tmp, p)
+
+
+def touched_partitions(con: duckdb.DuckDBPyConnection, load_ids: list[str]) -> dict[str, list[str]]:
+    """Per partitioned relation, the day partitions (``YYYY-MM-DD`` or ``unknown``) holding rows the loads wrote,
+    or rows they replaced (a call re-derived from later spans keeps its old day in ``raw_calls_replaced``)."""
+    if not load_ids:
+        return {rel: [] for rel, ts in RAW_RELATIONS.items() if ts}
+    out: dict[str, list[str]] = {}
+    for rel, ts in RAW_RELATIONS.items():
+        if ts is None:
+            continue
+        src = (f"(SELECT {ts}, load_id FROM {rel} UNION ALL SELECT {ts}, load_id FROM raw_calls_replaced)"
+               if rel == "raw_calls" else rel)
+        out[rel] = sorted(r[0] for r in con.execute(
+            f"SELECT DISTINCT {_day_expr(ts)} FROM {src} WHERE load_id IN (SELECT unnest(?))", [load_ids]).fetchall())
+    return out
+
+
+def write_lake(con: duckdb.DuckDBPyConnection, lake: str, store: Path, load_ids: list[str]) -> tuple[str, dict]:
+    """Bring ``lake`` up to date with ``store`` after the loads ``load_ids``: on a local lake this store wrote
+    last, rewrite only the day partitions they touched (and the small unpartitioned relations); otherwise, or
+    after an interrupted write, write the whole lake. Returns ("days" | "full", what was written)."""
+    import shutil
+
+    root = _root(lake)
+    resolved = str(store.resolve())
+    pending = con.execute("SELECT value FROM phaselens_meta WHERE key = ?", [PENDING_KEY]).fetchone()
+    by_days = "://" not in root and lake_source(lake) == resolved and pending is None
+    con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES (?, ?)", [PENDING_KEY, root])
+    con.execute("CHECKPOINT")
+    if not by_days:
+        written: dict = export_lake(con, lake, store)
+        how = "full"
+    else:
+        written = {}
+        for rel, days in touched_partitions(con, load_ids).items():
+            ts = RAW_RELATIONS[rel]
+            for day in days:  # a partition is replaced whole: remove it, then write the store's rows of that day
+                shutil.rmtree(Path(root) / rel / f"day={day}", ignore_errors=True)
+            if days:
+                con.execute(
+                    f"COPY (SELECT *, {_day_expr(ts)} AS day FROM {rel} WHERE {_day_expr(ts)} IN (SELECT unnest(?))) "
+                    f"TO {_q(f'{root}/{rel}')} (FORMAT parquet, PARTITION_BY (day), OVERWRITE_OR_IGNORE, "
+                    "FILENAME_PATTERN 'part_{uuid}')", [days])
+            written[rel] = days
+        for rel, ts in RAW_RELATIONS.items():
+            if ts is None:
+                con.execute(f"COPY (SELECT * FROM {rel}) TO {_q(f'{root}/{rel}')} "
+                            "(FORMAT parquet, PER_THREAD_OUTPUT, OVERWRITE)")
+        how = "days"
+        _write_source(lake, store)
+    con.execute("DELETE FROM phaselens_meta WHERE key = ?", [PENDING_KEY])
+    con.execute("CHECKPOINT")
+    return how, written
 
 
 def read_relation_sql(lake: str, rel: str) -> str:
