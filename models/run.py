@@ -14,7 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ReportFormat = Literal["html", "md", "json", "csv", "parquet"]
 REPORT_FORMATS: tuple[str, ...] = ("html", "md", "json", "csv", "parquet")
@@ -177,6 +177,16 @@ class RunSettings(BaseModel):
     )
     publish: bool = Field(default=True, description="Publish the dashboard snapshot after each build.")
     fx: dict[str, Decimal] = Field(default_factory=dict, description="USD per unit of a billing currency, e.g. EUR = 1.08.")
+    engine: Literal["duckdb", "spark"] = Field(
+        default="duckdb", description="Where the build runs: duckdb (the store) or spark (the lake, with [spark]).")
+    lake: str | None = Field(
+        default=None, description="With engine = spark: the Parquet lake the run writes the loaded days to and builds.")
+
+    @model_validator(mode="after")
+    def _spark_needs_a_lake(self) -> RunSettings:
+        if self.engine == "spark" and not self.lake:
+            raise ValueError("engine = \"spark\" needs lake = \"DIR\" (the Parquet lake the Spark build reads)")
+        return self
 
     @field_validator("report_period")
     @classmethod
@@ -208,4 +218,5 @@ class RunSettings(BaseModel):
             "report_dir": rel(self.report_dir),
             "log_file": rel(self.log_file) or Path(f"{db}.run.log"),
             "lock_file": rel(self.lock_file) or Path(f"{db}.lock"),
+            "lake": None if self.lake is None else (self.lake if "://" in self.lake else str(rel(Path(self.lake)))),
         })

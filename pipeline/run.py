@@ -230,6 +230,47 @@ def _build_and_publish(con, cfg: Config, settings: RunSettings, log: logging.Log
     return True
 
 
+def _check_lake(settings: RunSettings) -> None:
+    """A run with `engine = "spark"` writes its store's rows to the lake: refused when another store wrote it."""
+    from .lake import lake_has_raw_rows, lake_source
+
+    lake, source = settings.lake, lake_source(settings.lake)
+    if "://" not in lake and lake_has_raw_rows(lake) and source != str(settings.db.resolve()):
+        whose = f"from the store {source}" if source else "by `phaselens export` from a store it does not name"
+        raise ConfigError(f"the lake {lake} was written {whose}, not from {settings.db}; the run would mix two "
+                          "stores", "point [run].db at the store the lake came from, or [run].lake at a new folder")
+
+
+def _spark_build_and_publish(con, cfg: Config, settings: RunSettings, log: logging.Logger,
+                             load_ids: list[str]) -> tuple[bool, duckdb.DuckDBPyConnection]:
+    """With `engine = "spark"`: write the days the new loads touched to the lake, build the lake on Spark when
+    there is something new (a full build: the incremental build is DuckDB's), publish its snapshot; returns
+    (built, a DuckDB connection over the lake for the report)."""
+    from .engines.spark import build_spark, spark_session
+    from .lake import open_lake, write_lake
+    from .publish import publish
+
+    lake = settings.lake
+    how, written = write_lake(con, lake, settings.db, load_ids)
+    log.info("lake %s: %s", lake, "written whole" if how == "full" else
+             ", ".join(f"{len(d)} day(s) of {rel}" for rel, d in written.items() if d) or "no day partition changed")
+    fingerprint = _fingerprint(con, cfg)
+    reader, path = open_lake(lake)
+    built = relation_exists(reader, "workloads")
+    row = reader.execute("SELECT value FROM phaselens_meta WHERE key = 'run_build_fingerprint'").fetchall()
+    if built and row and row[0][0] == fingerprint:
+        log.info("build skipped: nothing new since the last build with this configuration")
+        return False, reader
+    reader.close()
+    session = spark_session(cfg.spark.master, conf=cfg.spark.conf)
+    b = build_spark(session, lake, cfg, meta={"run_build_fingerprint": fingerprint})
+    log.info("built %s calls into %s workloads on Spark (%s)", f"{b.calls:,}", b.workloads, cfg.spark.master)
+    reader, path = open_lake(lake)
+    if settings.publish:
+        log.info("published dashboard snapshot %s", publish(reader, path, cfg))
+    return True, reader
+
+
 def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.Logger, now: datetime | None) -> RunResult:
     from .load import ingest
     from .publish import store_basis
@@ -237,7 +278,10 @@ def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.L
     from .store import connect
 
     files = _source_files(settings, config_path, log)
+    if settings.engine == "spark":
+        _check_lake(settings)
     con = connect(settings.db)
+    reader = con
     try:
         con.execute(RUN_FILES_DDL)
         same = _unchanged_by_stat(con, files) if settings.trust_mtime else set()
@@ -261,17 +305,22 @@ def _batch(cfg: Config, settings: RunSettings, config_path: Path, log: logging.L
                 "failed_files": failed, "calls": sum(r.accepted for r in loaded if r.kind == "calls"),
                 "billing_lines": sum(r.accepted for r in loaded if r.kind == "billing"), "log_file": settings.log_file}
         try:
-            built = _build_and_publish(con, cfg, settings, log, since)
-            last = con.execute("SELECT max(started_at) FROM raw_calls").fetchall()[0][0]
+            if settings.engine == "spark":
+                built, reader = _spark_build_and_publish(con, cfg, settings, log, [r.load_id for r in loaded])
+            else:
+                built, reader = _build_and_publish(con, cfg, settings, log, since), con
+            last = reader.execute("SELECT max(started_at) FROM raw_calls").fetchall()[0][0]
             period = resolve_period(settings.report_period, now or _now(), latest=last)
             out = settings.report_dir / period.label
-            report_files = write_report(con, period.start, period.end, out, settings.report_formats)
+            report_files = write_report(reader, period.start, period.end, out, settings.report_formats)
             log.info("report %s (%s) in %s: %s", period.label, period.describe(), out,
                      ", ".join(p.name for p in report_files))
         except Exception as e:  # any failure here still ends the run with its own exit code and the details logged
             log.error("run failed after loading: %s\n%s", e, traceback.format_exc())
             return RunResult(EXIT_FAILED, f"phaselens run: failed after loading {len(loaded)} new files: {e}", **base)
     finally:
+        if reader is not con:
+            reader.close()
         con.close()
     parts = [f"{len(loaded)} new file{'' if len(loaded) == 1 else 's'}", f"{base['calls']:,} calls"]
     if base["billing_lines"]:

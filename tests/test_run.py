@@ -205,6 +205,8 @@ def test_own_files_in_a_source_folder_are_not_sources(tmp_path):
     ('db = "s.duckdb"\nsources = ["missing-folder"]\n', "source "),
     ('db = "s.duckdb"\nsources = ["incoming"]\nreport_period = "fortnight"\n', "is not a period"),
     ('db = "s.duckdb"\nsources = ["incoming"]\nreport_formats = ["pdf"]\n', "report_formats"),
+    ('db = "s.duckdb"\nsources = ["incoming"]\nengine = "spark"\n', 'needs lake = "DIR"'),
+    ('db = "s.duckdb"\nsources = ["incoming"]\nengine = "dask"\n', "run.engine"),
 ])
 def test_configuration_errors_exit_2(tmp_path, run, message):
     (tmp_path / "incoming").mkdir()
@@ -214,3 +216,21 @@ def test_configuration_errors_exit_2(tmp_path, run, message):
     assert result.exit_code == EXIT_CONFIG
     assert result.summary.startswith("phaselens run: ") and message in result.summary
     assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_a_spark_run_refuses_a_lake_another_store_wrote(tmp_path):
+    """Checked before anything is loaded (no Spark needed): the run would mix its rows with the lake's."""
+    from typer.testing import CliRunner
+
+    from phaselens.cli import app
+
+    other = tmp_path / "other.duckdb"
+    for args in (["ingest", str(DAY1), "--db", str(other)], ["export", "--db", str(other), "--lake", str(tmp_path / "lake")]):
+        assert CliRunner().invoke(app, args).exit_code == 0
+    (tmp_path / "incoming").mkdir()
+    shutil.copy(DAY2, tmp_path / "incoming")
+    cfg = write_config(tmp_path, 'db = "store.duckdb"\nsources = ["incoming"]\nengine = "spark"\nlake = "lake"\n')
+    result = run_batch(cfg)
+    assert result.exit_code == EXIT_CONFIG
+    assert "would mix two stores" in result.summary and str(other.resolve()) in result.summary
+    assert not (tmp_path / "lake" / "raw_calls" / "day=2026-11-17").exists()

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_logs"
 CONFIG = SAMPLE / "phaselens.toml"
 
-# DuckDB-store bookkeeping of incremental builds (pipeline/incremental.py), not build results: a Spark build
-# is always a full build and keeps none.
-NOT_BUILD_RESULTS = {"phaselens_meta", "build_state", "build_loads", "build_source_gaps"}
+# DuckDB-store bookkeeping of incremental builds (pipeline/incremental.py) and of `phaselens run` (the files
+# it has seen), not build results: a Spark build is always a full build and keeps none.
+NOT_BUILD_RESULTS = {"phaselens_meta", "build_state", "build_loads", "build_source_gaps", "run_files"}
 PUBLIC_VIEWS = ("requests", "workloads", "invoice_costs", "source_gaps", "billing_lines", "rejects", "loads")
 
 
@@ -239,20 +239,32 @@ def _edge_inputs(work: Path) -> tuple[Path, Path, Path]:
 
 @pytest.fixture(scope="module")
 def edge_built(tmp_path_factory, spark):
-    """(store, lake) of the edge inputs, built by DuckDB and, from its exported lake, by Spark (the module's
-    session: the build command reuses the active one)."""
+    """(store, lake, report folder) of the edge inputs: built by DuckDB (`ingest`, `build`) and by `phaselens run`
+    with `engine = "spark"` on the same store (no new file to load; the lake is written whole, built on Spark in
+    the module's session, which the run reuses, published and reported)."""
     work = tmp_path_factory.mktemp("edge")
     traces, billing, config = _edge_inputs(work)
     db, lake = work / "E.duckdb", work / "EL"
     _cli("ingest", str(traces), str(billing), "--db", str(db))
     _cli("build", "--db", str(db), "--config", str(config))
-    _cli("export", "--db", str(db), "--lake", str(lake))
-    _cli("build", "--engine", "spark", "--lake", str(lake), "--spark-master", "local[2]", "--config", str(config))
-    return db, lake
+    run_config = work / "run.toml"
+    run_config.write_text(config.read_text() + f"""
+[run]
+db = "{db}"
+sources = ["{traces}", "{billing}"]
+engine = "spark"
+lake = "{lake}"
+report_dir = "{work / 'reports'}"
+report_period = "2026-11-16"
+report_formats = ["json", "md"]
+""")
+    r = CliRunner().invoke(app, ["run", "--config", str(run_config)])
+    assert r.exit_code == 0, r.output + (work / "E.duckdb.run.log").read_text()
+    return db, lake, work / "reports" / "2026-11-16"
 
 
 def test_edge_inputs_every_relation_equal_row_by_row(edge_built):
-    db, lake = edge_built
+    db, lake, _ = edge_built
     con = _both(db, lake)
     duck = _relations(con, "a") - NOT_BUILD_RESULTS
     assert duck == _relations(con, "l") - NOT_BUILD_RESULTS
@@ -264,7 +276,7 @@ def test_edge_inputs_every_relation_equal_row_by_row(edge_built):
 
 def test_edge_inputs_hold_the_edge_cases(edge_built):
     """Not vacuous: each edge case the comparison above covers is present in the built relations."""
-    db, lake = edge_built
+    db, lake, _ = edge_built
     con = _both(db, lake)
     one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
     assert one("SELECT count(*) FROM l.call_costs WHERE NOT priced") > 0  # unpriced model
@@ -276,3 +288,13 @@ def test_edge_inputs_hold_the_edge_cases(edge_built):
     assert one("SELECT count(*) FROM l.raw_calls WHERE cache_write_tokens > 0") > 0
     assert one("SELECT count(*) FROM l.reconciliation") > 0
 
+
+
+def test_run_with_the_spark_engine_reports_what_the_store_reports(edge_built, tmp_path):
+    db, lake, reports = edge_built
+    _cli("report", "--db", str(db), "--period", "2026-11-16", "--out", str(tmp_path), "--format", "md,json")
+    written = sorted(reports.glob("*.json")) + sorted(reports.glob("*.md"))
+    assert written
+    for f in written:
+        assert f.read_text() == (tmp_path / f.name).read_text(), f.name
+    assert catalog_db_path(str(lake)).with_name(catalog_db_path(str(lake)).name + ".published").is_dir()

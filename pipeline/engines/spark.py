@@ -454,8 +454,10 @@ def build_spark(
     config: Config | None = None,
     *,
     on_stage: Callable[[str, float], None] | None = None,
+    meta: Mapping[str, str] | None = None,
 ) -> BuildResult:
-    """Run the build on `session` over the raw relations of `lake` and write its relations back to the lake."""
+    """Run the build on `session` over the raw relations of `lake` and write its relations back to the lake;
+    `meta` goes into the lake's catalog with the build's own metadata (readers see it in `phaselens_meta`)."""
     config = config or Config()
     result = BuildResult()
     configure(session)
@@ -471,6 +473,7 @@ def build_spark(
     _run_stages(store, config, stage)
     store.meta.setdefault("built_at", time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
     store.meta["engine"] = "spark"
+    store.meta.update(meta or {})
     stage("write lake", lambda: _write_built(store, lake))
     if store.deferred_audits:
         stage("audits", lambda: _audit_lake(lake))
