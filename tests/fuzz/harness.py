@@ -189,6 +189,96 @@ def _line_end_offsets(data: bytes) -> list[int]:
     return ends
 
 
+_WS = b" \t\r\n"
+
+
+def _element_ends(data: bytes) -> dict[tuple, list[int]]:
+    """For each array of a JSON document, by its path (keys, `*` for an index), the byte offset just past each
+    element. Empty when the document cannot be scanned (the rule below is then not applied)."""
+    ends: dict[tuple, list[int]] = {}
+    n = len(data)
+
+    def skip(i: int) -> int:
+        while i < n and data[i] in _WS:
+            i += 1
+        return i
+
+    def string(i: int) -> int:  # data[i] is the opening quote; returns the offset past the closing one
+        i += 1
+        while i < n:
+            c = data[i]
+            if c == 0x5C:
+                i += 2
+                continue
+            if c == 0x22:
+                return i + 1
+            i += 1
+        raise ValueError("unterminated string")
+
+    def value(i: int, path: tuple, depth: int) -> int:
+        if depth > 200:
+            raise ValueError("too deep")
+        i = skip(i)
+        c = data[i:i + 1]
+        if c == b"{":
+            i = skip(i + 1)
+            if data[i:i + 1] == b"}":
+                return i + 1
+            while True:
+                i = skip(i)
+                k_end = string(i)
+                key = data[i + 1:k_end - 1].decode("utf-8", "replace")
+                i = skip(k_end)
+                if data[i:i + 1] != b":":
+                    raise ValueError("no colon")
+                i = skip(value(i + 1, path + (key,), depth + 1))
+                if data[i:i + 1] == b",":
+                    i += 1
+                    continue
+                if data[i:i + 1] == b"}":
+                    return i + 1
+                raise ValueError("bad object")
+        if c == b"[":
+            i = skip(i + 1)
+            if data[i:i + 1] == b"]":
+                return i + 1
+            while True:
+                i = value(i, path + ("*",), depth + 1)
+                ends.setdefault(path, []).append(i)
+                i = skip(i)
+                if data[i:i + 1] == b",":
+                    i += 1
+                    continue
+                if data[i:i + 1] == b"]":
+                    return i + 1
+                raise ValueError("bad array")
+        if c == b'"':
+            return string(i)
+        j = i
+        while j < n and data[j] not in b" \t\r\n,]}":
+            j += 1
+        if j == i:
+            raise ValueError("no value")
+        return j
+
+    start = 3 if data[:3] == b"\xef\xbb\xbf" else 0
+    try:
+        value(start, (), 0)
+    except (ValueError, IndexError):
+        return {}
+    return ends
+
+
+def _whole_before(seed_data: bytes, count: int, off: int) -> int | None:
+    """How many of the seed's records end before byte `off`: its records are the elements of the array (or arrays
+    at one path, `*` for each index) holding as many elements as the seed read records (stored or rejected); the
+    fewest when several paths qualify. None when no array does (a document of parallel columns, one record)."""
+    if count <= 1:
+        return None
+    found = [sum(1 for e in es if e <= off) for path, es in _element_ends(seed_data).items() if len(es) == count]
+    return min(found) if found else None
+
+
 def judge(m: Mutant, out: Outcome, seed: Outcome, seed_data: bytes) -> list[str]:
     """The rules a mutant of this kind must keep, given the seed's own outcome."""
     bad = list(out.problems)
@@ -211,6 +301,16 @@ def judge(m: Mutant, out: Outcome, seed: Outcome, seed_data: bytes) -> list[str]
         rest = seed_data[off:]
         if fmt == "json" and rest.strip() and out.status not in ("failed", "partial"):
             bad.append(f"a cut JSON document is {out.status}, not partial or failed")
+        if fmt == "json" and rest.strip():
+            # the records before the cut are whole: the file is partial and keeps each of them (or rejects it
+            # with its reason, as the seed may have); the seed's records are those it stored or rejected
+            seed_count = (seed.records if seed.kind == "billing" else seed.kept) + seed.rejected
+            whole = _whole_before(seed_data, seed_count, off)
+            held = (out.records if seed.kind == "billing" else out.kept) + out.rejected
+            if whole and out.status == "failed":
+                bad.append(f"a JSON document cut after {whole} whole records failed as a whole: {out.message[:200]}")
+            elif whole and held < whole:
+                bad.append(f"kept or rejected {held} records, the seed has {whole} whole ones before the cut")
         if lined and seed.lines:
             ends = _line_end_offsets(seed_data)
             if out.status != "failed":
@@ -275,7 +375,9 @@ def run_adapter(adapter: str, work: Path, *, seed: int = 11, sizes: dict | None 
                 else:
                     path = work / f"{adapter}.{s_i}.{k:03d}.{m.name.replace('@', '_at_')}"
                 path.write_bytes(m.data)
-                if m.kind == "same" or (seed_out.kind == "billing" and m.kind in ("bytes", "value")):
+                # billing lines are unique by content across files: in the shared store an earlier mutant's lines
+                # would count as duplicates, so these are judged in a store of their own
+                if m.kind == "same" or (seed_out.kind == "billing" and m.kind in ("bytes", "value", "cut")):
                     mem = connect(":memory:")
                     try:
                         out = load_one(mem, path, digest=True)
