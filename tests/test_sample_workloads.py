@@ -10,6 +10,7 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import pytest
 
 BEDROCK_FOCUS = Path(__file__).resolve().parents[1] / "sample_logs" / "billing" / "bedrock_focus.csv"
@@ -71,6 +72,13 @@ def test_every_workload_has_a_lever_for_time_and_one_for_money(demo_store):
         # the money diagnosis cites its numbers: a share and dollars
         assert re.search(r"\d+% of spend", row["cost_diagnosis"]) and "$" in row["cost_diagnosis"], name
         assert re.search(r"\$\d[\d,]*\.\d\d a day", row["cost_lever"]), (name, row["cost_lever"])
+        # advice never promises a saving that rounds to nothing
+        assert "$0.00" not in row["cost_lever"], (name, row["cost_lever"])
+    # indexing spends about two cents a day: its money lever says so instead of "saves about $0.00 a day"
+    indexing = w["indexing"]
+    assert Decimal(indexing["cost_usd_best"]) < Decimal("0.05")
+    assert indexing["cost_lever"].startswith("No money lever is worth pulling"), indexing["cost_lever"]
+    assert "latency lever" in indexing["cost_lever"]
     agent = w["agent"]
     # the agent's money is on the input side (cache writes), though decode dominates its time
     assert agent["dominant_latency_phase"] == "decode" and agent["dominant_cost_phase"] == "prefill"
@@ -81,6 +89,23 @@ def test_every_workload_has_a_lever_for_time_and_one_for_money(demo_store):
     per_day = float(re.search(r"\$([\d,]+\.\d\d) a day", agent["cost_lever"]).group(1).replace(",", ""))
     expected = float(agent["cache_write_cost_usd"]) / agent["days"]
     assert per_day == pytest.approx(expected, abs=0.006) and per_day > 0
+
+
+def test_a_caching_note_says_why_achieved_is_above_possible(demo_store):
+    con = duckdb.connect(str(demo_store), read_only=True)
+    try:
+        rows = con.execute("SELECT workload, achieved_share, possible_share, comparable_calls, reads_reported_calls, note "
+                           "FROM caching_opportunity WHERE level = 'workload' AND lifetime_s = 300").fetchall()
+    finally:
+        con.close()
+    above = [r for r in rows if r[1] is not None and r[2] is not None and r[1] > r[2]]
+    assert {r[0] for r in above} >= {"agent"}
+    for name, achieved, possible, comparable, reporting, note in above:
+        assert f"above the {100 * possible:.1f}% possible, because possible is measured only on the " \
+               f"{comparable:,} of {reporting:,} reporting calls" in note, (name, note)
+    for r in rows:
+        # dollars to the cent: no four-decimal amounts
+        assert not re.search(r"\$\d+\.\d{3}", r[5]), r
 
 
 def test_explain_gives_both_levers(demo_store):

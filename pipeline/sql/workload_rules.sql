@@ -149,9 +149,31 @@ CREATE OR REPLACE MACRO pl_cost_diagnosis(w) AS
              coalesce(w.output_tokens_p50, 0)::BIGINT)
   END;
 
+-- What the money lever for the workload's cost cause would save, in dollars a day (the figure its text cites).
+CREATE OR REPLACE MACRO pl_cost_lever_saving(w) AS
+  CASE
+    WHEN w.cost_cause = 'cache_writes' THEN pl_per_day(w.cache_write_cost_usd, w.days)
+    WHEN w.cost_cause = 'uncached_prefix' THEN pl_per_day(w.cache_usd_saved, w.store_days)
+    WHEN w.cost_cause = 'long_context' THEN pl_per_day(w.input_cost_usd_best, w.days) / 2
+    WHEN w.cost_cause = 'input_spend' THEN pl_per_day(w.input_cost_usd_best, w.days) / 10
+    ELSE pl_per_day(w.output_cost_usd_best, w.days) / 10
+  END;
+
+-- A lever whose saving rounds to $0.00 a day is not worth a sentence of advice: the text says the spend is
+-- negligible and names the lever it would otherwise be.
 CREATE OR REPLACE MACRO pl_cost_lever(w) AS
   CASE
     WHEN w.dominant_cost_phase IS NULL THEN 'Add prices for its models (phaselens prices) to see which phase to fix for money.'
+    WHEN pl_cents(pl_cost_lever_saving(w)) < 0.01 THEN
+      printf('No money lever is worth pulling: the workload spends $%,.2f a day in all, and %s would save under $0.01 a day; act on its latency lever instead.',
+             pl_cents(pl_per_day(w.input_cost_usd_best + w.output_cost_usd_best, w.days)),
+             CASE w.cost_cause
+               WHEN 'cache_writes' THEN 'a stable cached prefix'
+               WHEN 'uncached_prefix' THEN 'prompt caching'
+               WHEN 'long_context' THEN 'halving the context'
+               WHEN 'input_spend' THEN '10% fewer input tokens'
+               ELSE '10% fewer output tokens'
+             END)
     WHEN w.cost_cause = 'cache_writes' THEN
       printf('Write the cache less often: keep the cached prefix stable (no timestamps or reordered tools before the cache mark) and lengthen the cache lifetime, so a prefix is written once and read many times; cache writes cost $%,.2f a day%s.',
              pl_cents(pl_per_day(w.cache_write_cost_usd, w.days)),
