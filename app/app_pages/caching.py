@@ -65,8 +65,10 @@ else:
     notes = notes[notes["note"].astype(str).str.strip() != ""]
     if len(notes):
         st.markdown("**Per workload, in words**")
-        # names and notes are shown as text, never read as Markdown
-        st.text("\n".join(f"{r.workload}: {r.note}" for r in notes.itertuples()))
+        # one wrapped line per workload, so a long note (why achieved is above possible comes last) is read whole;
+        # names and notes are escaped, never read as Markdown
+        for r in notes.itertuples():
+            st.caption(f"**{md_text(r.workload)}**: {md_text(r.note)}")
 
     st.subheader("What if")
     names = rows["workload"].dropna().tolist()

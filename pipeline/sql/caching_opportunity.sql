@@ -103,21 +103,32 @@ SELECT
          END
       || CASE WHEN ttft_saved_s_mean IS NULL THEN '; no latency fit, so no TTFT figure'
               ELSE printf(' and %.0f ms of TTFT per call (mean)', 1000 * ttft_saved_s_mean) END
-      || CASE WHEN possible_share IS NOT NULL
-              THEN printf('; the provider''s cache read %.1f%% of input where %.1f%% was possible',
+      || CASE WHEN possible_share IS NULL THEN ''
+              -- achieved above possible reads as a contradiction: the note says why, next to the two shares
+              WHEN achieved_share > possible_share AND comparable_calls < reads_reported_calls
+                THEN printf('; the provider''s cache read %.1f%% of input, above the %.1f%% possible, because possible is measured only on the %,d of %,d reporting calls that have prefix hashes',
+                            100 * achieved_share, 100 * possible_share, comparable_calls, reads_reported_calls)
+              WHEN achieved_share > possible_share
+                THEN printf('; the provider''s cache read %.1f%% of input, above the %.1f%% possible %s: it matched prefixes the hashes here do not see (kept longer than this lifetime, or cached in finer blocks)',
+                            100 * achieved_share, 100 * possible_share, lifetime_text)
+              ELSE printf('; the provider''s cache read %.1f%% of input where %.1f%% was possible',
                           100 * achieved_share, 100 * possible_share)
                    || CASE WHEN comparable_calls < reads_reported_calls
-                           THEN printf(' (possible measured on %d of %d calls)', comparable_calls, reads_reported_calls)
+                           THEN printf(' (possible measured on %,d of %,d calls)', comparable_calls, reads_reported_calls)
                            ELSE '' END
-              ELSE '' END
+         END
       || '.'
   END AS note
 FROM (
   SELECT
     *,
-    -- cents for dollar amounts, four decimals below a dollar so small samples do not read as $0.00
-    printf(CASE WHEN abs(usd_saved) >= 1 THEN '$%.2f' ELSE '$%.4f' END, usd_saved) AS usd_saved_text,
-    printf(CASE WHEN abs(usd_saved) >= 1 THEN '$%.2f' ELSE '$%.4f' END, -usd_saved) AS usd_lost_text,
-    printf(CASE WHEN abs(usd_now) >= 1 THEN '$%.2f' ELSE '$%.4f' END, usd_now) AS usd_now_text
+    -- money to the cent, rounded half up as every surface rounds it; an amount that rounds to nothing is
+    -- 'under $0.01', so a small sample does not read as $0.00
+    CASE WHEN usd_saved <> 0 AND abs(usd_saved) < 0.005 THEN 'under $0.01'
+         ELSE printf('$%,.2f', round(usd_saved, 2)) END AS usd_saved_text,
+    CASE WHEN usd_saved <> 0 AND abs(usd_saved) < 0.005 THEN 'under $0.01'
+         ELSE printf('$%,.2f', round(-usd_saved, 2)) END AS usd_lost_text,
+    CASE WHEN usd_now <> 0 AND abs(usd_now) < 0.005 THEN 'under $0.01'
+         ELSE printf('$%,.2f', round(usd_now, 2)) END AS usd_now_text
   FROM shares
 )

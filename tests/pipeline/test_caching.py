@@ -325,6 +325,8 @@ def test_achieved_vs_possible_where_cache_reads_are_reported(store):
     assert agent["ttft_saved_s_mean"] is None  # no latency fit for m3
     assert "32.0% of input where 57.1% was possible" in agent["note"]
     assert "no latency fit" in agent["note"]
+    # money in the note to the cent, half up, as every surface writes it ($0.00585 -> $0.01)
+    assert "a prompt cache would save $0.01 of $" in agent["note"]
 
 
 def test_without_prices_or_fits_the_money_and_time_stay_unknown(store):
