@@ -144,6 +144,12 @@ def open_table(src: SourceFile) -> Table:
                     src.incomplete(f"row group {group + 1} (rows {start + 1} to {start + rows}) is corrupt and was "
                                    f"not read in full ({type(e).__name__}: {str(e)[:160]})")
                     n = start + rows
+                    continue
+                rows = pf.metadata.row_group(group).num_rows
+                if n - start < rows:  # a corrupt column chunk can end the batches early without an error
+                    src.incomplete(f"row group {group + 1} (rows {start + 1} to {start + rows}) is corrupt: "
+                                   f"{n - start:,} of its {rows:,} rows could be read")
+                    n = start + rows
 
         return Table(list(pf.schema_arrow.names), parquet_rows)
     header = src.csv_header() or []

@@ -18,6 +18,7 @@ import functools
 import json
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib import resources
 from typing import ClassVar
 
@@ -165,7 +166,12 @@ class OtlpJsonAdapter:
     def stage(self, con: duckdb.DuckDBPyConnection, src: SourceFile, load_id: str) -> StageCounts:
         progress = src.options.get("progress")
         total, batches = StageCounts(), 0
-        chunks = _line_chunks(src) if _is_json_lines(src) else [(1, [src.read_text()])]
+        cut = None
+        if _is_json_lines(src):
+            chunks = _line_chunks(src)
+        else:
+            text, cut = _whole_document(src)
+            chunks = [(1, [text])]
         for first_line, lines in chunks:
             lines = [jsonread.no_lone_surrogates(line) for line in lines]  # one bad value must not lose the line
             counts, good = stage_otlp_lines(con, lines, src.display, first_line, keep=keep_list(src.options),
@@ -176,7 +182,67 @@ class OtlpJsonAdapter:
                 progress(first_line + len(lines) - 1)
         if not batches:
             raise UnreadableFile(src.display, "no line is an OTLP JSON batch", "check that the file holds OTLP traces")
+        if cut is not None:
+            con.execute("INSERT INTO stage_rejects (source, locator, reason, detail, raw) VALUES ('otlp', $at, "
+                        "'malformed_json', $detail, NULL)", {"at": src.locator(f"@{cut.position}"), "detail": cut.detail})
+            total = total + StageCounts(rejected=1)
         return total
+
+
+@dataclass(frozen=True)
+class _Cut:
+    position: int  # character offset where the document breaks
+    detail: str
+
+
+def _whole_document(src: SourceFile) -> tuple[str, _Cut | None]:
+    """A single OTLP JSON document, as text to stage. When it is cut short or breaks part way, the text holds
+    its whole spans before the break (under their whole resource and scope), the file is marked as not read in
+    full, and the break is returned to be rejected: one cut span never loses the spans before it."""
+    text = src.read_text()
+    try:
+        json.loads(text)
+        return text, None
+    except (ValueError, RecursionError):
+        pass
+    cut = jsonread.salvage(text)
+    doc = cut.value
+    if not cut.why or not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
+        return text, None  # not an OTLP document that broke part way: staged as it is, and rejected whole
+    src.incomplete(cut.why)
+    kept, cut_spans = _whole_spans(doc["resourceSpans"])
+    detail = (f"{cut.why}: the spans before the break are kept"
+              + (f"; {cut_spans} span{'s' if cut_spans != 1 else ''} cut short or without whole resource or scope "
+                 "attributes are not" if cut_spans else ""))
+    return json.dumps({"resourceSpans": kept}, ensure_ascii=False), _Cut(cut.position, detail)
+
+
+def _whole_spans(resource_spans: list) -> tuple[list, int]:
+    """The resource and scope entries of a salvaged document with only their whole spans; a cut entry keeps its
+    spans only when its resource (and scope) attributes are whole, since those name the service. Returns the
+    entries and how many spans were dropped."""
+    kept, dropped = [], 0
+    for r in resource_spans:
+        if jsonread.is_whole(r) or not isinstance(r, dict):
+            kept.append(r)
+            continue
+        scopes = r.get("scopeSpans")
+        resource_ok = "resource" in r and jsonread.is_whole(r["resource"])
+        out = []
+        for sc in scopes if isinstance(scopes, list) else []:
+            if not isinstance(sc, dict):
+                continue
+            spans = sc.get("spans") if isinstance(sc.get("spans"), list) else []
+            whole = [sp for sp in spans if jsonread.is_whole(sp)]
+            scope_ok = "scope" not in sc or jsonread.is_whole(sc["scope"])
+            if resource_ok and scope_ok:
+                out.append({**sc, "spans": whole})
+                dropped += len(spans) - len(whole)
+            else:
+                dropped += len(spans)
+        if out:
+            kept.append({**r, "scopeSpans": out})
+    return kept, dropped
 
 
 def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:

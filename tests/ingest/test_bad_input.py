@@ -494,6 +494,30 @@ def test_a_misspelled_spans_key_rejects_that_scope_and_keeps_the_whole_ones(stor
     assert locators == [f"{p}:1/resourceSpans[0]/scopeSpans[0]"]
 
 
+@pytest.mark.parametrize("where", ["inside_a_span", "inside_the_second_resource"])
+def test_a_cut_otlp_document_keeps_its_whole_spans_before_the_cut(store, tmp_path, where):
+    batch = _otlp_two_resources()
+    first = batch["resourceSpans"][0]
+    ref = ingest(store, [_write(tmp_path, "ref.json", json.dumps({"resourceSpans": [first]}, indent=2))]).files[0]
+    assert ref.accepted > 0
+    text = json.dumps(batch, indent=2)
+    second = text.index('"resource"', text.index('"scopeSpans"'))  # the second resource entry starts here
+    if where == "inside_a_span":  # in the last span's attributes: every other span is whole
+        cut = text[: text.rindex('"key"') + 3]
+    else:  # inside the second entry's resource attributes: its spans cannot be told apart by service
+        cut = text[: second + 40]
+    p = _write(tmp_path, f"cut_{where}.json", cut)
+    r = ingest(store, [p], force=True).files[0]
+    assert r.status == "partial" and r.message.startswith("not read in full: the JSON document")
+    # the first entry's spans are all kept (duplicates of the reference load), the cut is one reject
+    assert r.accepted + r.duplicates >= ref.accepted
+    assert r.rejected == 1
+    (reason, detail), = _rejects(store, p)
+    assert reason == "malformed_json" and "the spans before the break are kept" in detail
+    if where == "inside_the_second_resource":
+        assert r.accepted + r.duplicates == ref.accepted
+
+
 def test_a_recorded_document_with_a_flipped_byte_in_spans_is_not_a_silent_loss(store, tmp_path):
     raw = (FIX / "otlp/single_document.json").read_bytes()
     i = raw.index(b'"spans"') + 3  # the fuzz run's flip@701: "spans" -> "spens"
@@ -621,3 +645,14 @@ def test_a_vllm_bench_result_without_its_per_request_lists_is_partial(store, tmp
     ingest(store, [p])
     led = _ledger(store, p)
     assert (led["status"], led["adapter"], led["accepted"], led["rejected"]) == ("partial", "vllm_bench", 0, 1)
+
+
+def test_a_parquet_row_group_that_reads_as_no_rows_marks_the_file_partial(store, tmp_path):
+    # the fuzz run's mutant (seed 23, flip@1438): one byte of a column chunk's header changed, after which
+    # pyarrow yields no batch for the row group and raises nothing; its three rows must not vanish silently
+    raw = bytearray((FIX / "billing/aws_cur.bedrock.parquet").read_bytes())
+    raw[1438] ^= 0x0A
+    p = _write(tmp_path, "cur.parquet", bytes(raw))
+    led = ingest(store, [p]).files[0]
+    assert led.status == "partial", led
+    assert "row group 1 (rows 1 to 3) is corrupt: 0 of its 3 rows could be read" in led.message
