@@ -27,6 +27,10 @@ SELECT
   block_tokens,                 -- tokens of this block alone
   cum_tokens,                   -- tokens of the prefix that ends with this block
   t_us - max(t_us) OVER (w RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS since_prev_us,
-  min(t_us) OVER (w RANGE BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) - t_us AS until_next_us
+  -- the next send, read as the previous one in reverse time: the same frame (later instants only), and a
+  -- frame that starts at the partition's edge is computed in one pass on both engines, where Spark
+  -- recomputes a frame that ends at UNBOUNDED FOLLOWING for every row (quadratic in a shared prefix's calls)
+  min(t_us) OVER (w_rev RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) - t_us AS until_next_us
 FROM blocks
-WINDOW w AS (PARTITION BY block_key ORDER BY t_us)
+WINDOW w AS (PARTITION BY block_key ORDER BY t_us),
+       w_rev AS (PARTITION BY block_key ORDER BY t_us DESC)
