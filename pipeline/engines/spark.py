@@ -168,7 +168,7 @@ class SparkStore:
             self._last = _Result(table=pa.table({"deferred": pa.array([], pa.string())}))
             return self
         if _CATALOG_FUNCS.search(sql):
-            self._last = _Result(table=self._shadow().execute(sql, params or []).to_arrow_table())
+            self._last = _Result(table=self._shadow().sql(sql, params=params or None).to_arrow_table())
             return self
         self._last = _Result(rows=[])
         for text, stmt in transpile.split_statements(sql):
