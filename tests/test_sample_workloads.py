@@ -108,6 +108,21 @@ def test_a_caching_note_says_why_achieved_is_above_possible(demo_store):
         assert not re.search(r"\$\d+\.\d{3}", r[5]), r
 
 
+def test_reconciliation_explanations_give_money_to_the_cent(demo_store):
+    con = duckdb.connect(str(demo_store), read_only=True)
+    try:
+        notes = [r[0] for r in con.execute("SELECT explanation FROM reconciliation WHERE explanation LIKE '%$%'").fetchall()]
+    finally:
+        con.close()
+    assert len(notes) > 5
+    for note in notes:
+        # amounts to the cent; only a price per million tokens ('$0.3713/M') keeps more digits
+        assert not re.search(r"\$[\d,]*\.\d{3,}(?!\d*/M)", note), note
+        assert "$0.00 of the bill" not in note, note
+    # the sample day has an untraced remainder below half a cent: said as such, not as $0.00 or $0.001382
+    assert any("under $0.01 of the bill stays untraced" in n for n in notes)
+
+
 def test_explain_gives_both_levers(demo_store):
     out = subprocess.run([sys.executable, "-m", "phaselens", "explain", "agent", "--db", str(demo_store)],
                          check=True, capture_output=True, text=True).stdout

@@ -19,7 +19,11 @@ CREATE OR REPLACE TEMP MACRO rc_tok(x) AS                      -- 1234567 -> '1.
        WHEN abs(x) >= 1e6 THEN printf('%.2f M', x / 1e6)
        WHEN abs(x) >= 1e3 THEN printf('%.1f k', x / 1e3)
        ELSE printf('%d', CAST(round(x) AS BIGINT)) END;
-CREATE OR REPLACE TEMP MACRO rc_usd(x) AS                      -- 1.5 -> '$1.50'; 0.0123 -> '$0.0123'
+CREATE OR REPLACE TEMP MACRO rc_usd(x) AS                      -- money: 1234.5 -> '$1,234.50'; 0.993 -> '$0.99'
+  CASE WHEN x IS NULL THEN 'unknown'                           -- to the cent, half up, as every surface shows money;
+       WHEN x <> 0 AND abs(x) < 0.005 THEN 'under $0.01'       -- a non-zero amount below half a cent is not '$0.00'
+       ELSE printf('$%,.2f', round(CAST(x AS DECIMAL(38, 12)), 2)) END;
+CREATE OR REPLACE TEMP MACRO rc_price(x) AS                    -- a price per M tokens: 1.5 -> '$1.50'; 0.0123 -> '$0.0123'
   CASE WHEN x IS NULL THEN 'unknown'
        WHEN abs(x) >= 1 OR x = 0 THEN printf('$%.2f', x)
        ELSE printf('$%.4g', x) END;
@@ -341,9 +345,9 @@ SELECT
       ELSE
         printf('billed %s tokens more than traced (%s billed, %s traced)%s: traffic with no traces (e.g. a service that is not instrumented)%s%s', rc_tok(tok_gap), rc_tok(b_tok), rc_tok(t_tok),
           CASE WHEN billed_micro_per_mtok IS NOT NULL AND list_micro_per_mtok IS NOT NULL
-                 THEN printf(' at %s/M against a list price of %s/M', rc_usd(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6), rc_usd(CAST(list_micro_per_mtok AS DOUBLE) / 1e6))
-               WHEN billed_micro_per_mtok IS NOT NULL THEN printf(' at %s/M (no list price known)', rc_usd(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6))
-               WHEN list_micro_per_mtok IS NOT NULL THEN printf(' (no money line prices them; %s/M at list price)', rc_usd(CAST(list_micro_per_mtok AS DOUBLE) / 1e6))
+                 THEN printf(' at %s/M against a list price of %s/M', rc_price(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6), rc_price(CAST(list_micro_per_mtok AS DOUBLE) / 1e6))
+               WHEN billed_micro_per_mtok IS NOT NULL THEN printf(' at %s/M (no list price known)', rc_price(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6))
+               WHEN list_micro_per_mtok IS NOT NULL THEN printf(' (no money line prices them; %s/M at list price)', rc_price(CAST(list_micro_per_mtok AS DOUBLE) / 1e6))
                ELSE '' END,
           CASE WHEN b_usd IS NOT NULL THEN printf('; %s of the bill stays untraced', rc_usd(b_usd * tok_gap / nullif(b_tok, 0))) ELSE '' END,
           CASE WHEN abs(price_dev) > price_tolerance THEN printf('; the billed price also differs from the list by %+.1f%%', 100 * price_dev) ELSE '' END)
@@ -357,7 +361,7 @@ SELECT
         printf('traced %s tokens more than billed (%s traced, %s billed): calls no bill line covers (another account or project, a bill not loaded for this day, or free or credit usage)', rc_tok(-tok_gap), rc_tok(t_tok), rc_tok(b_tok))
       END
     WHEN 'price_mismatch' THEN
-      printf('tokens agree (%s billed, %s traced) but money does not: billed %s against %s at list price, an effective %s/M against the list %s/M (%+.1f%%): a price change, discount or tier the price book does not have', rc_tok(b_tok), rc_tok(t_tok), rc_usd(b_usd), rc_usd(e_usd), rc_usd(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6), rc_usd(CAST(list_micro_per_mtok AS DOUBLE) / 1e6), 100 * price_dev)
+      printf('tokens agree (%s billed, %s traced) but money does not: billed %s against %s at list price, an effective %s/M against the list %s/M (%+.1f%%): a price change, discount or tier the price book does not have', rc_tok(b_tok), rc_tok(t_tok), rc_usd(b_usd), rc_usd(e_usd), rc_price(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6), rc_price(CAST(list_micro_per_mtok AS DOUBLE) / 1e6), 100 * price_dev)
   END AS explanation,
   billing_sources,                                         -- billing adapters whose lines make up the cell
   unconverted_lines,                                       -- non-USD lines without a conversion rate
