@@ -43,6 +43,12 @@ def phase_map_chart(df: pd.DataFrame) -> alt.Chart:
     return (points + labels).properties(height=360)
 
 
+# a solid and a dashed line in the legend for p50 and p95: on a line chart with points, the stroke symbols alone did
+# not show (only the labels did); a transparent fill, a size and full opacity make them show
+DASH_LEGEND = alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor="gray",
+                         symbolFillColor="transparent", symbolSize=400, symbolOpacity=1)
+
+
 def percentile_lines_chart(df: pd.DataFrame, title: str, series_title: str, scale: float = 1.0) -> alt.Chart:
     """p50 (solid) and p95 (dashed) of each series over time on a log axis; `title` names the y axis with its unit
     and `scale` converts the seconds of `p50`/`p95` to it (1000 for milliseconds)."""
@@ -53,7 +59,7 @@ def percentile_lines_chart(df: pd.DataFrame, title: str, series_title: str, scal
         y=alt.Y("value:Q", title=title, scale=alt.Scale(type="log")),
         color=alt.Color("series:N", title=series_title, legend=LEGEND),
         strokeDash=alt.StrokeDash("percentile:N", title="percentile", scale=alt.Scale(domain=["p50", "p95"], range=[[1, 0], [5, 3]]),
-                                  legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor="gray")),
+                                  legend=DASH_LEGEND),
         tooltip=[alt.Tooltip("t:T", title="time (UTC)"), "series:N", "percentile:N",
                  alt.Tooltip("value:Q", title=title, format=",.3f"), alt.Tooltip("calls:Q", format=",")],
     ).properties(height=HEIGHT)

@@ -6,7 +6,7 @@ Builds the sample day into a temporary store, starts `phaselens dashboard --head
 its own URL (`/overview`, `/workload`, ...) in headless Chromium at 1440 x 1000, waits for the charts, and saves
 the whole page as `OUT_DIR/page-<name>.png`. For each page it prints whether the URL opened the page (no "Page
 not found"), tables whose columns do not fit the page width (a horizontal scroll bar hides columns), chart
-texts cut with an ellipsis, and browser console errors.
+texts cut with an ellipsis, legend symbols drawn with neither stroke nor fill, and browser console errors.
 """
 
 from __future__ import annotations
@@ -27,6 +27,14 @@ OVERFLOWING_TABLES = """() => [...document.querySelectorAll('[data-testid="stDat
 # chart texts (axis labels, legend entries) that vega cut with an ellipsis
 CUT_CHART_TEXT = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] svg text')]
   .map(t => t.textContent).filter(t => t.endsWith('…'))"""
+# legend symbols a reader cannot see: no stroke and either no fill or a line's shape (a line has no area to fill)
+HIDDEN_LEGEND_SYMBOLS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] svg .role-legend-symbol path')]
+  .filter(e => {
+    const none = v => !v || v === 'none' || v === 'transparent';
+    const line = /^M[-\\d.,e]+L[-\\d.,e]+$/.test(e.getAttribute('d') || '');
+    return none(e.getAttribute('stroke')) && (line || none(e.getAttribute('fill')));
+  }).map(e => (e.closest('.role-legend')?.querySelector('.role-legend-title text')?.textContent || 'legend')
+              + ': ' + (e.parentElement?.parentElement?.querySelector('.role-legend-label text')?.textContent || '?'))"""
 PAGE_HEIGHT = """() => Math.max(...[...document.querySelectorAll('[data-testid="stMain"], [data-testid="stMain"] *')]
   .slice(0, 400).map(e => e.scrollHeight))"""
 
@@ -61,7 +69,8 @@ def inspect_page(page) -> dict:
     """What a browser can measure of a settled page."""
     return {"page_not_found": page.get_by_text("Page not found").count() > 0,
             "overflowing_tables": page.evaluate(OVERFLOWING_TABLES),
-            "cut_chart_text": page.evaluate(CUT_CHART_TEXT)}
+            "cut_chart_text": page.evaluate(CUT_CHART_TEXT),
+            "hidden_legend_symbols": page.evaluate(HIDDEN_LEGEND_SYMBOLS)}
 
 
 def main(argv: list[str]) -> int:
@@ -91,7 +100,8 @@ def main(argv: list[str]) -> int:
                     full_screenshot(page, out / f"page-{path}.png")
                     print(f"/{path}: {'PAGE NOT FOUND' if found['page_not_found'] else 'opens ' + heading}; "
                           f"tables hiding columns: {found['overflowing_tables'] or 'none'}; "
-                          f"cut chart texts: {found['cut_chart_text'] or 'none'}; console errors: {errors or 'none'}")
+                          f"cut chart texts: {found['cut_chart_text'] or 'none'}; "
+                          f"hidden legend symbols: {found['hidden_legend_symbols'] or 'none'}; console errors: {errors or 'none'}")
                 browser.close()
         finally:
             dash.stop()

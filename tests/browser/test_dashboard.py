@@ -177,8 +177,8 @@ def test_every_page_on_the_sample_day(browser, tmp_path_factory):
 
 def test_every_page_opens_by_its_url_and_shows_every_column_at_1440_px(browser, tmp_path_factory):
     """`/overview`, `/latency`, ... each open their page (never "Page not found"), no table hides columns
-    behind a horizontal scroll bar at 1440 px, and no chart label or legend entry is cut with an ellipsis (Vega's
-    label limit); each page is saved as screenshots/page-<name>.png."""
+    behind a horizontal scroll bar at 1440 px, no chart label or legend entry is cut with an ellipsis (Vega's
+    label limit) and no legend symbol is drawn invisible; each page is saved as screenshots/page-<name>.png."""
     from tests.browser.screenshot_pages import URL_PAGES, full_screenshot, inspect_page, show_all
 
     if not sample_inputs():
@@ -198,7 +198,7 @@ def test_every_page_opens_by_its_url_and_shows_every_column_at_1440_px(browser, 
             w.check(f"/{path}")
             full_screenshot(w.page, SHOTS / f"page-{path}.png")
         assert {p: f for p, f in found.items()
-                if f["page_not_found"] or f["overflowing_tables"] or f["cut_chart_text"]} == {}
+                if f["page_not_found"] or f["overflowing_tables"] or f["cut_chart_text"] or f["hidden_legend_symbols"]} == {}
     finally:
         dash.stop()
 
