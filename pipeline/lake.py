@@ -175,6 +175,7 @@ CATALOG_DIR = "_catalog"
 """``<lake>/built/_catalog/*.parquet``: (seq, kind, name, text) rows: the relations written
 (kind ``relation``), the DuckDB views and macros over them in creation order (``sql``), and the
 build's metadata (``meta``: built_at, engine). A DuckDB reader replays it (``open_lake``)."""
+CATALOG_SCHEMA = "seq INT, kind STRING, name STRING, text STRING"
 
 
 def lake_path(lake: str, *parts: str) -> str:
@@ -220,14 +221,23 @@ def read_relation_spark(spark, lake: str, rel: str):
     return df.select(*[f"`{n}`" for n in names])
 
 
-def remove_catalog(lake: str) -> None:
-    """Make a lake read as not built (its built relations stay, unreferenced, until the next build)."""
-    root = _root(lake)
-    if "://" in root:
-        return
-    import shutil
+def remove_catalog(lake: str, spark=None) -> None:
+    """Make a lake read as not built (its built relations stay, unreferenced, until the next build).
 
-    shutil.rmtree(Path(lake_path(lake, BUILT_DIR, CATALOG_DIR)), ignore_errors=True)
+    A local lake loses its catalog folder. A lake at a URI (``s3://...``, ``file://...``) gets an empty
+    catalog written over it by `spark` (the session that built it: it holds the store's credentials), so
+    readers on any machine see no built relation. The local catalog file of views goes in both cases.
+    """
+    root = _root(lake)
+    catalog = lake_path(lake, BUILT_DIR, CATALOG_DIR)
+    if "://" in root:
+        if spark is None:
+            raise ValueError(f"removing the catalog of {lake} needs the Spark session that wrote it")
+        spark.createDataFrame([], CATALOG_SCHEMA).coalesce(1).write.mode("overwrite").parquet(catalog)
+    else:
+        import shutil
+
+        shutil.rmtree(Path(catalog), ignore_errors=True)
     catalog_db_path(lake).unlink(missing_ok=True)
 
 

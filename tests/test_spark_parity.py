@@ -162,6 +162,47 @@ def test_dashboard_on_a_spark_built_lake(built, monkeypatch):
     assert shown == [f"{calls:,}"]
 
 
+def test_a_lake_at_a_uri_reads_and_a_failed_audit_leaves_it_unbuilt(built, spark, tmp_path, monkeypatch):
+    """The URI branch of the lake code (object stores take it), run on a `file://` URI: the built lake opens
+    through the URI, and when an audit fails the Spark session writes an empty catalog over it, so every reader
+    sees the lake as not built (no published relation left pointing at data the audit rejected)."""
+    from phaselens.pipeline.audits import AuditError
+    from phaselens.pipeline.engines.spark import _audit_lake
+
+    _, lake = built
+    monkeypatch.chdir(tmp_path)  # a URI lake keeps its local file of views in ./.phaselens-lakes/
+    copy = tmp_path / "copy"
+    shutil.copytree(lake, copy, ignore=shutil.ignore_patterns("*.duckdb*"))
+    uri = copy.resolve().as_uri()
+    assert uri.startswith("file://")
+    has_requests = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'requests'"
+
+    con, views = open_lake(uri)
+    assert con.execute(has_requests).fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM requests").fetchone()[0] > 1000
+    con.close()
+    assert views.resolve().parent == tmp_path / ".phaselens-lakes"
+
+    # one stored call given a negative output count: the audit over the written lake must fail on it
+    day = next((copy / "raw_calls").glob("day=*"))
+    files = sorted(day.glob("*.parquet"))
+    rw = duckdb.connect()
+    broken = rw.execute(f"SELECT min(call_id) FROM read_parquet('{day}/*.parquet')").fetchone()[0]
+    rw.execute(f"COPY (SELECT * REPLACE (CASE WHEN call_id = ? THEN -7 ELSE output_tokens END AS output_tokens) "
+               f"FROM read_parquet('{day}/*.parquet')) TO '{tmp_path}/day.parquet' (FORMAT parquet)", [broken])
+    for f in files:
+        f.unlink()
+    shutil.move(tmp_path / "day.parquet", day / "day.parquet")
+    with pytest.raises(AuditError) as failed:
+        _audit_lake(uri, spark)
+    assert failed.value.audit == "no_negative_tokens_or_durations" and broken in str(failed.value)
+
+    con, _ = open_lake(uri)
+    assert con.execute(has_requests).fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM phaselens_meta WHERE key = 'built_at'").fetchone()[0] == 0
+    con.close()
+
+
 # ---- edge inputs: what the sample day does not exercise ------------------------------------------------------
 
 FIXTURES = ROOT / "tests" / "fixtures"

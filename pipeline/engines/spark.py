@@ -41,7 +41,7 @@ from phaselens.models.spark import LOCAL_DRIVER_MEMORY_CAP_GB
 from .. import transpile
 from ..build import BuildResult, _run_stages, stage_timer
 from ..errors import PhaselensError
-from ..lake import BUILT_DIR, CATALOG_DIR, RAW_RELATIONS, lake_path, read_relation_spark
+from ..lake import BUILT_DIR, CATALOG_DIR, CATALOG_SCHEMA, RAW_RELATIONS, lake_path, read_relation_spark
 from ..store import sql_text
 
 SPARK_CONF: dict[str, str] = {
@@ -428,12 +428,12 @@ def _write_built(store: SparkStore, lake: str) -> list[str]:
     rows = [Row(seq=i, kind="relation", name=n, text="") for i, n in enumerate(written)]
     rows += [Row(seq=len(rows) + i, kind="sql", name=n, text=s) for i, (n, s) in enumerate(store.catalog)]
     rows += [Row(seq=len(rows) + i, kind="meta", name=k, text=v) for i, (k, v) in enumerate(sorted(store.meta.items()))]
-    store.spark.createDataFrame(rows, "seq INT, kind STRING, name STRING, text STRING").coalesce(1) \
+    store.spark.createDataFrame(rows, CATALOG_SCHEMA).coalesce(1) \
         .write.mode("overwrite").parquet(lake_path(lake, BUILT_DIR, CATALOG_DIR))
     return written
 
 
-def _audit_lake(lake: str) -> None:
+def _audit_lake(lake: str, spark) -> None:
     """The build's audits over the written lake, on DuckDB; a failure unpublishes the build (its catalog)."""
     from ..audits import run_audits
     from ..lake import open_lake, remove_catalog
@@ -443,7 +443,7 @@ def _audit_lake(lake: str) -> None:
         run_audits(con)
     except Exception:
         con.close()
-        remove_catalog(lake)
+        remove_catalog(lake, spark)
         raise
     con.close()
 
@@ -476,7 +476,7 @@ def build_spark(
     store.meta.update(meta or {})
     stage("write lake", lambda: _write_built(store, lake))
     if store.deferred_audits:
-        stage("audits", lambda: _audit_lake(lake))
+        stage("audits", lambda: _audit_lake(lake, session))
     result.calls, result.unpriced_calls, result.estimated_calls, result.workloads = store.execute(
         "SELECT count(*), count(*) FILTER (WHERE NOT priced), count(*) FILTER (WHERE timing_source = 'estimated'), "
         "count(DISTINCT workload) FROM call_attribution"
