@@ -47,7 +47,7 @@ def short_path(path: object, width: int = 48) -> str:
 
 def usd(x: Any, signed: bool = False, missing: str = "n/a") -> str:
     """USD to the cent, rounded half up, with thousands separators (`$1,234.56`); `signed` puts + or - in front.
-    The diagnosis texts round money the same way (pl_cents, pipeline/sql/workload_rules.sql)."""
+    The texts the build writes round money the same way (pl_usd_text, pipeline/sql/text_macros.sql)."""
     if x is None or (isinstance(x, float) and x != x):
         return missing
     x = (Decimal(str(x)) if isinstance(x, float) else Decimal(x)).quantize(CENT, rounding=ROUND_HALF_UP)

@@ -303,6 +303,7 @@ def _finish_snapshot(path: Path, store: Path | str, basis: str, computed: str, b
     """Create the read macros and the meta row inside the new snapshot (opened as its own database)."""
     with duckdb.connect(str(path)) as snap:
         snap.execute(sql_text("sketch_macros"))
+        snap.execute(sql_text("text_macros"))
         snap.execute(sql_text("workload_rules"))
         snap.execute(sql_text("rollup_macros"))
         for name, needs in OPTIONAL_MACROS.items():

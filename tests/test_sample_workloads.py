@@ -139,3 +139,21 @@ def test_ingest_of_the_sample_folder_skips_code_and_docs_with_a_count(tmp_path):
     assert skipped and f"{skipped:,} code, docs or config file(s) in the folders were not read" in out.stderr
     assert " 0 failed" in out.stderr and "records stored" in out.stderr
     assert ".py " not in out.stdout and "failed" not in out.stdout.split("status")[-1].split()
+
+
+def test_money_in_every_built_text_is_written_by_one_macro():
+    """The money rule of the build's texts lives in pipeline/sql/text_macros.sql alone, and reads as the
+    surfaces read money: to the cent, half up, thousands separators, 'under $0.01' for a non-zero crumb."""
+    import duckdb
+
+    from phaselens.pipeline.store import sql_text
+
+    sql_dir = Path(__file__).resolve().parents[1] / "pipeline" / "sql"
+    writers = [p.name for p in sql_dir.rglob("*.sql") if "'$%,.2f'" in p.read_text() or "$%,.2f" in p.read_text()]
+    assert writers == ["text_macros.sql"]
+    con = duckdb.connect()
+    con.execute(sql_text("text_macros"))
+    got = [con.execute("SELECT pl_usd_text(?::DECIMAL(38, 12))", [v]).fetchone()[0]
+           for v in ("1234.5", "0.005", "0.0049", "0", "-0.004", "-12.345", None)]
+    assert got == ["$1,234.50", "$0.01", "under $0.01", "$0.00", "under $0.01", "-$12.35", "unknown"]
+    assert con.execute("SELECT pl_usd_text(2.675::DOUBLE)").fetchone()[0] == "$2.68"  # half up, not to even

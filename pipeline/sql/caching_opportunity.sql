@@ -122,13 +122,7 @@ SELECT
 FROM (
   SELECT
     *,
-    -- money to the cent, rounded half up as every surface rounds it; an amount that rounds to nothing is
-    -- 'under $0.01', so a small sample does not read as $0.00
-    CASE WHEN usd_saved <> 0 AND abs(usd_saved) < 0.005 THEN 'under $0.01'
-         ELSE printf('$%,.2f', round(usd_saved, 2)) END AS usd_saved_text,
-    CASE WHEN usd_saved <> 0 AND abs(usd_saved) < 0.005 THEN 'under $0.01'
-         ELSE printf('$%,.2f', round(-usd_saved, 2)) END AS usd_lost_text,
-    CASE WHEN usd_now <> 0 AND abs(usd_now) < 0.005 THEN 'under $0.01'
-         ELSE printf('$%,.2f', round(usd_now, 2)) END AS usd_now_text
+    pl_usd_text(usd_saved) AS usd_saved_text, pl_usd_text(-usd_saved) AS usd_lost_text,
+    pl_usd_text(usd_now) AS usd_now_text
   FROM shares
 )

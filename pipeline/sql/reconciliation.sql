@@ -19,10 +19,6 @@ CREATE OR REPLACE TEMP MACRO rc_tok(x) AS                      -- 1234567 -> '1.
        WHEN abs(x) >= 1e6 THEN printf('%.2f M', x / 1e6)
        WHEN abs(x) >= 1e3 THEN printf('%.1f k', x / 1e3)
        ELSE printf('%d', CAST(round(x) AS BIGINT)) END;
-CREATE OR REPLACE TEMP MACRO rc_usd(x) AS                      -- money: 1234.5 -> '$1,234.50'; 0.993 -> '$0.99'
-  CASE WHEN x IS NULL THEN 'unknown'                           -- to the cent, half up, as every surface shows money;
-       WHEN x <> 0 AND abs(x) < 0.005 THEN 'under $0.01'       -- a non-zero amount below half a cent is not '$0.00'
-       ELSE printf('$%,.2f', round(CAST(x AS DECIMAL(38, 12)), 2)) END;
 CREATE OR REPLACE TEMP MACRO rc_price(x) AS                    -- a price per M tokens: 1.5 -> '$1.50'; 0.0123 -> '$0.0123'
   CASE WHEN x IS NULL THEN 'unknown'
        WHEN abs(x) >= 1 OR x = 0 THEN printf('$%.2f', x)
@@ -304,18 +300,18 @@ SELECT
   CASE cause
     WHEN 'ok' THEN
       CASE WHEN money_lines = 0 AND b_tok IS NULL THEN 'nothing billed and nothing traced beyond tolerance'
-           WHEN b_tok IS NULL THEN printf('money agrees within tolerance: %s billed, %s at list price for %s traced tokens; the bill gives no token counts (load the usage report to compare tokens)', rc_usd(b_usd), rc_usd(e_usd), rc_tok(t_tok))
+           WHEN b_tok IS NULL THEN printf('money agrees within tolerance: %s billed, %s at list price for %s traced tokens; the bill gives no token counts (load the usage report to compare tokens)', pl_usd_text(b_usd), pl_usd_text(e_usd), rc_tok(t_tok))
            WHEN money_lines = 0 THEN printf('tokens agree (%s billed, %s traced); the bill has no money for this cell, only usage quantities', rc_tok(b_tok), rc_tok(t_tok))
-           WHEN list_micro_per_mtok IS NULL AND t_tok > 0 THEN printf('tokens agree (%s billed, %s traced); no list price to check the billed %s against', rc_tok(b_tok), rc_tok(t_tok), rc_usd(b_usd))
-           WHEN abs(price_dev) > price_tolerance THEN printf('tokens agree (%s billed, %s traced); the billed price differs from the list by %+.1f%%, but the money gap (%s billed, %s at list price) is within the %s tolerance', rc_tok(b_tok), rc_tok(t_tok), 100 * price_dev, rc_usd(b_usd), rc_usd(e_usd), rc_usd(min_gap_usd))
-           ELSE printf('billed and traced agree within tolerance: %s tokens billed, %s traced; %s billed, %s at list price', rc_tok(b_tok), rc_tok(t_tok), rc_usd(b_usd), rc_usd(e_usd)) END
+           WHEN list_micro_per_mtok IS NULL AND t_tok > 0 THEN printf('tokens agree (%s billed, %s traced); no list price to check the billed %s against', rc_tok(b_tok), rc_tok(t_tok), pl_usd_text(b_usd))
+           WHEN abs(price_dev) > price_tolerance THEN printf('tokens agree (%s billed, %s traced); the billed price differs from the list by %+.1f%%, but the money gap (%s billed, %s at list price) is within the %s tolerance', rc_tok(b_tok), rc_tok(t_tok), 100 * price_dev, pl_usd_text(b_usd), pl_usd_text(e_usd), pl_usd_text(min_gap_usd))
+           ELSE printf('billed and traced agree within tolerance: %s tokens billed, %s traced; %s billed, %s at list price', rc_tok(b_tok), rc_tok(t_tok), pl_usd_text(b_usd), pl_usd_text(e_usd)) END
     WHEN 'unconverted_currency' THEN
       printf('%d billing line(s) in %s have no USD rate, so the billed cost is incomplete: ingest the export again with --fx %s=RATE (USD per unit)', unconverted_lines, unconverted_currencies, split_part(unconverted_currencies, ', ', 1))
     WHEN 'time_zone_or_bucket_edge' THEN
       CASE WHEN tok_sig THEN
         printf('billed %s tokens %s than traced (%s billed, %s traced) while %s show(s) %s the other way: the export''s daily buckets do not start at UTC midnight (another time zone) or calls near midnight fall in the neighbouring bucket', rc_tok(abs(tok_gap)), CASE WHEN tok_gap > 0 THEN 'more' ELSE 'fewer' END, rc_tok(b_tok), rc_tok(t_tok), opp_days, rc_tok(opp_tok))
       ELSE
-        printf('billed %s %s than the list-price estimate (%s billed, %s estimated) while %s show(s) %s the other way: the export''s daily buckets do not start at UTC midnight (another time zone) or calls near midnight fall in the neighbouring bucket', rc_usd(abs(usd_gap)), CASE WHEN usd_gap > 0 THEN 'more' ELSE 'less' END, rc_usd(b_usd), rc_usd(e_usd), opp_days, rc_usd(opp_usd))
+        printf('billed %s %s than the list-price estimate (%s billed, %s estimated) while %s show(s) %s the other way: the export''s daily buckets do not start at UTC midnight (another time zone) or calls near midnight fall in the neighbouring bucket', pl_usd_text(abs(usd_gap)), CASE WHEN usd_gap > 0 THEN 'more' ELSE 'less' END, pl_usd_text(b_usd), pl_usd_text(e_usd), opp_days, pl_usd_text(opp_usd))
       END
     WHEN 'missing_cache_tokens' THEN
       CASE WHEN token_type = 'uncached_input' THEN
@@ -337,11 +333,11 @@ SELECT
       END
     WHEN 'untraced_traffic' THEN
       CASE WHEN token_type = 'other' THEN
-        printf('billed %s of non-token charges (tools, storage, fees) that no traced call explains', rc_usd(b_usd))
+        printf('billed %s of non-token charges (tools, storage, fees) that no traced call explains', pl_usd_text(b_usd))
       WHEN model IS NULL THEN
-        printf('billed %s the bill names no model for; export it grouped by model (line item or description) to reconcile per model', rc_usd(b_usd))
+        printf('billed %s the bill names no model for; export it grouped by model (line item or description) to reconcile per model', pl_usd_text(b_usd))
       WHEN b_tok IS NULL THEN
-        printf('billed %s more than the %d traced call(s) cost at list price (%s billed, %s estimated) and the bill gives no token counts: traffic with no traces, or a price difference (load the provider''s usage report to tell them apart)', rc_usd(usd_gap), traced_calls, rc_usd(b_usd), rc_usd(e_usd))
+        printf('billed %s more than the %d traced call(s) cost at list price (%s billed, %s estimated) and the bill gives no token counts: traffic with no traces, or a price difference (load the provider''s usage report to tell them apart)', pl_usd_text(usd_gap), traced_calls, pl_usd_text(b_usd), pl_usd_text(e_usd))
       ELSE
         printf('billed %s tokens more than traced (%s billed, %s traced)%s: traffic with no traces (e.g. a service that is not instrumented)%s%s', rc_tok(tok_gap), rc_tok(b_tok), rc_tok(t_tok),
           CASE WHEN billed_micro_per_mtok IS NOT NULL AND list_micro_per_mtok IS NOT NULL
@@ -349,19 +345,19 @@ SELECT
                WHEN billed_micro_per_mtok IS NOT NULL THEN printf(' at %s/M (no list price known)', rc_price(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6))
                WHEN list_micro_per_mtok IS NOT NULL THEN printf(' (no money line prices them; %s/M at list price)', rc_price(CAST(list_micro_per_mtok AS DOUBLE) / 1e6))
                ELSE '' END,
-          CASE WHEN b_usd IS NOT NULL THEN printf('; %s of the bill stays untraced', rc_usd(b_usd * tok_gap / nullif(b_tok, 0))) ELSE '' END,
+          CASE WHEN b_usd IS NOT NULL THEN printf('; %s of the bill stays untraced', pl_usd_text(b_usd * tok_gap / nullif(b_tok, 0))) ELSE '' END,
           CASE WHEN abs(price_dev) > price_tolerance THEN printf('; the billed price also differs from the list by %+.1f%%', 100 * price_dev) ELSE '' END)
       END
     WHEN 'unbilled_traffic' THEN
       CASE WHEN money_lines = 0 AND coalesce(b_tok, 0) = 0 THEN
-        printf('%d traced call(s) with %s tokens (%s at list price) that no bill line covers: another account or project, a bill not loaded for this day, or free or credit usage', traced_calls, rc_tok(t_tok), rc_usd(e_usd))
+        printf('%d traced call(s) with %s tokens (%s at list price) that no bill line covers: another account or project, a bill not loaded for this day, or free or credit usage', traced_calls, rc_tok(t_tok), pl_usd_text(e_usd))
       WHEN b_tok IS NULL THEN
-        printf('billed %s less than the %d traced call(s) cost at list price (%s billed, %s estimated) and the bill gives no token counts: calls the bill does not cover, or a discount', rc_usd(-usd_gap), traced_calls, rc_usd(b_usd), rc_usd(e_usd))
+        printf('billed %s less than the %d traced call(s) cost at list price (%s billed, %s estimated) and the bill gives no token counts: calls the bill does not cover, or a discount', pl_usd_text(-usd_gap), traced_calls, pl_usd_text(b_usd), pl_usd_text(e_usd))
       ELSE
         printf('traced %s tokens more than billed (%s traced, %s billed): calls no bill line covers (another account or project, a bill not loaded for this day, or free or credit usage)', rc_tok(-tok_gap), rc_tok(t_tok), rc_tok(b_tok))
       END
     WHEN 'price_mismatch' THEN
-      printf('tokens agree (%s billed, %s traced) but money does not: billed %s against %s at list price, an effective %s/M against the list %s/M (%+.1f%%): a price change, discount or tier the price book does not have', rc_tok(b_tok), rc_tok(t_tok), rc_usd(b_usd), rc_usd(e_usd), rc_price(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6), rc_price(CAST(list_micro_per_mtok AS DOUBLE) / 1e6), 100 * price_dev)
+      printf('tokens agree (%s billed, %s traced) but money does not: billed %s against %s at list price, an effective %s/M against the list %s/M (%+.1f%%): a price change, discount or tier the price book does not have', rc_tok(b_tok), rc_tok(t_tok), pl_usd_text(b_usd), pl_usd_text(e_usd), rc_price(CAST(billed_micro_per_mtok AS DOUBLE) / 1e6), rc_price(CAST(list_micro_per_mtok AS DOUBLE) / 1e6), 100 * price_dev)
   END AS explanation,
   billing_sources,                                         -- billing adapters whose lines make up the cell
   unconverted_lines,                                       -- non-USD lines without a conversion rate

@@ -15,9 +15,7 @@
 CREATE OR REPLACE MACRO pl_dominant_phase(prefill_share) AS
   CASE WHEN prefill_share IS NULL THEN NULL WHEN prefill_share >= 0.5 THEN 'prefill' ELSE 'decode' END;
 
--- Money in a text, rounded to the cent half up as every surface rounds it (models/text.py `usd`): written with
--- printf('$%,.2f', pl_cents(x)).
-CREATE OR REPLACE MACRO pl_cents(usd) AS round(CAST(usd AS DECIMAL(38, 12)), 2);
+-- Money in a text is written with pl_usd_text(x) (text_macros.sql): to the cent, half up.
 
 -- Dollars a day over the days with calls.
 CREATE OR REPLACE MACRO pl_per_day(usd, days) AS CAST(usd AS DOUBLE) / nullif(days, 0);
@@ -109,8 +107,8 @@ CREATE OR REPLACE MACRO pl_latency_lever(w) AS
       CASE w.ttft_cause
         WHEN 'no_decode' THEN 'Send fewer input tokens: embed only changed chunks and batch inputs; time and cost scale with input tokens.'
         WHEN 'queueing' THEN 'Add prefill capacity (more replicas, or separate prefill from decode) so requests stop waiting in the queue.'
-        WHEN 'cold_cache' THEN printf('Turn on prompt caching for the repeated prefix: it would save $%,.2f and about %.0f ms of TTFT per call.',
-                                      pl_cents(coalesce(w.cache_usd_saved, 0)), 1000 * coalesce(w.cache_ttft_saved_p50_s, 0))
+        WHEN 'cold_cache' THEN printf('Turn on prompt caching for the repeated prefix: it would save %s and about %.0f ms of TTFT per call.',
+                                      pl_usd_text(coalesce(w.cache_usd_saved, 0)), 1000 * coalesce(w.cache_ttft_saved_p50_s, 0))
         WHEN 'long_context' THEN 'Send less context (retrieve fewer files, summarise history) or cache the stable prefix: prefill time grows with every input token.'
         ELSE 'Keep prompts short and the model close: TTFT is the experience here, so trim the prompt and avoid queueing.'
       END
@@ -127,13 +125,13 @@ CREATE OR REPLACE MACRO pl_cost_diagnosis(w) AS
   CASE
     WHEN w.dominant_cost_phase IS NULL THEN 'No call of this workload is priced, so money cannot be split.'
     WHEN w.dominant_cost_phase = 'prefill' THEN
-      printf('Input dominates money: %.0f%% of spend is prefill ($%,.2f of $%,.2f; $%,.2f a day over %d day%s). ',
-             100 * w.prefill_cost_share, pl_cents(w.input_cost_usd_best), pl_cents(w.input_cost_usd_best + w.output_cost_usd_best),
-             pl_cents(pl_per_day(w.input_cost_usd_best, w.days)), w.days, CASE WHEN w.days = 1 THEN '' ELSE 's' END) ||
+      printf('Input dominates money: %.0f%% of spend is prefill (%s of %s; %s a day over %d day%s). ',
+             100 * w.prefill_cost_share, pl_usd_text(w.input_cost_usd_best), pl_usd_text(w.input_cost_usd_best + w.output_cost_usd_best),
+             pl_usd_text(pl_per_day(w.input_cost_usd_best, w.days)), w.days, CASE WHEN w.days = 1 THEN '' ELSE 's' END) ||
       CASE w.cost_cause
         WHEN 'cache_writes' THEN
-          printf('Cause: cache writes; they cost $%,.2f (%.0f%% of input spend), and %,d tokens were read from cache against %,d written (%.1f reads per write).',
-                 pl_cents(w.cache_write_cost_usd), 100 * pl_cache_write_share(w), coalesce(w.cache_read_tokens, 0), coalesce(w.cache_write_tokens, 0),
+          printf('Cause: cache writes; they cost %s (%.0f%% of input spend), and %,d tokens were read from cache against %,d written (%.1f reads per write).',
+                 pl_usd_text(w.cache_write_cost_usd), 100 * pl_cache_write_share(w), coalesce(w.cache_read_tokens, 0), coalesce(w.cache_write_tokens, 0),
                  coalesce(w.cache_read_tokens, 0) / nullif(w.cache_write_tokens, 0))
         WHEN 'uncached_prefix' THEN
           printf('Cause: repeated uncached prefix; %.0f%% of input tokens repeat a prefix seen within %s s, %.0f%% were read from cache.',
@@ -143,9 +141,9 @@ CREATE OR REPLACE MACRO pl_cost_diagnosis(w) AS
                     coalesce(w.input_tokens_p50, 0)::BIGINT, coalesce(w.output_tokens_p50, 0)::BIGINT)
       END
     ELSE
-      printf('Output dominates money: %.0f%% of spend is decode ($%,.2f of $%,.2f; $%,.2f a day over %d day%s), median %,d output tokens.',
-             100 * w.decode_cost_share, pl_cents(w.output_cost_usd_best), pl_cents(w.input_cost_usd_best + w.output_cost_usd_best),
-             pl_cents(pl_per_day(w.output_cost_usd_best, w.days)), w.days, CASE WHEN w.days = 1 THEN '' ELSE 's' END,
+      printf('Output dominates money: %.0f%% of spend is decode (%s of %s; %s a day over %d day%s), median %,d output tokens.',
+             100 * w.decode_cost_share, pl_usd_text(w.output_cost_usd_best), pl_usd_text(w.input_cost_usd_best + w.output_cost_usd_best),
+             pl_usd_text(pl_per_day(w.output_cost_usd_best, w.days)), w.days, CASE WHEN w.days = 1 THEN '' ELSE 's' END,
              coalesce(w.output_tokens_p50, 0)::BIGINT)
   END;
 
@@ -165,8 +163,8 @@ CREATE OR REPLACE MACRO pl_cost_lever(w) AS
   CASE
     WHEN w.dominant_cost_phase IS NULL THEN 'Add prices for its models (phaselens prices) to see which phase to fix for money.'
     WHEN pl_cents(pl_cost_lever_saving(w)) < 0.01 THEN
-      printf('No money lever is worth pulling: the workload spends $%,.2f a day in all, and %s would save under $0.01 a day; act on its latency lever instead.',
-             pl_cents(pl_per_day(w.input_cost_usd_best + w.output_cost_usd_best, w.days)),
+      printf('No money lever is worth pulling: the workload spends %s a day in all, and %s would save under $0.01 a day; act on its latency lever instead.',
+             pl_usd_text(pl_per_day(w.input_cost_usd_best + w.output_cost_usd_best, w.days)),
              CASE w.cost_cause
                WHEN 'cache_writes' THEN 'a stable cached prefix'
                WHEN 'uncached_prefix' THEN 'prompt caching'
@@ -175,19 +173,19 @@ CREATE OR REPLACE MACRO pl_cost_lever(w) AS
                ELSE '10% fewer output tokens'
              END)
     WHEN w.cost_cause = 'cache_writes' THEN
-      printf('Write the cache less often: keep the cached prefix stable (no timestamps or reordered tools before the cache mark) and lengthen the cache lifetime, so a prefix is written once and read many times; cache writes cost $%,.2f a day%s.',
-             pl_cents(pl_per_day(w.cache_write_cost_usd, w.days)),
+      printf('Write the cache less often: keep the cached prefix stable (no timestamps or reordered tools before the cache mark) and lengthen the cache lifetime, so a prefix is written once and read many times; cache writes cost %s a day%s.',
+             pl_usd_text(pl_per_day(w.cache_write_cost_usd, w.days)),
              CASE WHEN coalesce(w.cache_read_tokens, 0) < w.cache_write_tokens THEN ' and are mostly never read back' ELSE '' END)
     WHEN w.cost_cause = 'uncached_prefix' THEN
-      printf('Turn on or extend prompt caching for the repeated prefix: the caching lever saves $%,.2f a day (whole store, %s s cache lifetime).',
-             pl_cents(pl_per_day(w.cache_usd_saved, w.store_days)), coalesce(CAST(w.cache_lifetime_s AS VARCHAR), 'unlimited'))
+      printf('Turn on or extend prompt caching for the repeated prefix: the caching lever saves %s a day (whole store, %s s cache lifetime).',
+             pl_usd_text(pl_per_day(w.cache_usd_saved, w.store_days)), coalesce(CAST(w.cache_lifetime_s AS VARCHAR), 'unlimited'))
     WHEN w.cost_cause = 'long_context' THEN
-      printf('Trim the context or retrieve only what the call needs: halving the input would save about $%,.2f a day.',
-             pl_cents(pl_per_day(w.input_cost_usd_best, w.days) / 2))
+      printf('Trim the context or retrieve only what the call needs: halving the input would save about %s a day.',
+             pl_usd_text(pl_per_day(w.input_cost_usd_best, w.days) / 2))
     WHEN w.cost_cause = 'input_spend' THEN
-      printf('Shorten prompts (drop unused instructions and examples): every 10%% fewer input tokens saves about $%,.2f a day.',
-             pl_cents(pl_per_day(w.input_cost_usd_best, w.days) / 10))
+      printf('Shorten prompts (drop unused instructions and examples): every 10%% fewer input tokens saves about %s a day.',
+             pl_usd_text(pl_per_day(w.input_cost_usd_best, w.days) / 10))
     ELSE
-      printf('Cap outputs (tighter max_tokens, terser formats) or route to a model with a cheaper output price: every 10%% fewer output tokens saves about $%,.2f a day.',
-             pl_cents(pl_per_day(w.output_cost_usd_best, w.days) / 10))
+      printf('Cap outputs (tighter max_tokens, terser formats) or route to a model with a cheaper output price: every 10%% fewer output tokens saves about %s a day.',
+             pl_usd_text(pl_per_day(w.output_cost_usd_best, w.days) / 10))
   END;

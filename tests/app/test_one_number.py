@@ -209,7 +209,7 @@ def stats_over(db: Path, where: str) -> dict[str, dict]:
         con.execute(f"CREATE TABLE requests AS SELECT * FROM store.requests WHERE {where}")
         for name in ("invoice_costs", "build_settings", "caching_by_workload"):
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM store.{name}")
-        con.execute(sql_text("sketch_macros") + sql_text("workload_rules") + sql_text("workloads"))
+        con.execute(sql_text("sketch_macros") + sql_text("text_macros") + sql_text("workload_rules") + sql_text("workloads"))
         res = con.execute("SELECT * FROM workload_stats(NULL, NULL)")
         cols = [d[0] for d in res.description]
         return {r[0]: dict(zip(cols, r, strict=True)) for r in res.fetchall()}
