@@ -101,7 +101,7 @@ def start(kind: str, tmp: Path, baseline: str, extra: list[str]) -> tuple[subpro
                                       check=True, capture_output=True, text=True).stdout)
         argv = [sys.executable, "-c", OLD_SERVER, str(old), *args]
     else:
-        argv = [sys.executable, "-m", "phaselens.pipeline.receiver", *args]
+        argv = [sys.executable, "-m", "phaselens", "collect", *args]
     log = tmp / f"{kind}.log"
     proc = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT,
                             env={**os.environ, "OTEL_SDK_DISABLED": "true"})
