@@ -31,12 +31,12 @@ from typing import Any, ClassVar
 from phaselens.models import LlmCall, Skip
 
 from .base import Record, SourceFile
-from .calls_common import (
-    UNKNOWN_MODEL, RecordError, after, attrs_json, build_all, derive_timing, file_fingerprint, first_of,
-    hashed_call_id, iter_json_records, option_text, parse_time, peek_record, percentile, text_or_none, to_float,
-    to_tokens,
-)
 from .normalize import normalize_model, normalize_provider
+from .readers import build_all, file_fingerprint, hashed_call_id, iter_json_records, option_text, peek_record
+from .values import (
+    UNKNOWN_MODEL, RecordError, after, attrs_json, derive_timing, first_of, parse_time, percentile, text_or_none,
+    to_float, to_tokens,
+)
 
 SOURCE = "aiperf"
 TIME_UNITS = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0, "sec": 1.0}

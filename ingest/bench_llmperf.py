@@ -31,11 +31,11 @@ from typing import ClassVar
 from phaselens.models import LlmCall, Skip
 
 from .base import Record, SourceFile
-from .calls_common import (
-    attrs_json, build_all, derive_timing, file_fingerprint, file_label, hashed_call_id, iter_json_records,
-    option_text, peek_record, text_or_none, to_float, to_seconds, to_tokens,
-)
 from .normalize import normalize_model, normalize_provider
+from .readers import (
+    build_all, file_fingerprint, file_label, hashed_call_id, iter_json_records, option_text, peek_record,
+)
+from .values import attrs_json, derive_timing, text_or_none, to_float, to_seconds, to_tokens
 
 SOURCE = "llmperf"
 RECORD_KEYS = {"ttft_s", "end_to_end_latency_s", "number_input_tokens", "number_output_tokens"}

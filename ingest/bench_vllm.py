@@ -30,11 +30,11 @@ from phaselens.models import LlmCall
 
 from . import jsonread
 from .base import Record, SourceFile
-from .calls_common import (
-    UNKNOWN_MODEL, RecordError, attrs_json, derive_timing, file_fingerprint, hashed_call_id, option_text,
-    percentile, reject, text_or_none, to_seconds, to_tokens,
-)
 from .normalize import normalize_model, normalize_provider
+from .readers import file_fingerprint, hashed_call_id, option_text, reject
+from .values import (
+    UNKNOWN_MODEL, RecordError, attrs_json, derive_timing, percentile, text_or_none, to_seconds, to_tokens,
+)
 
 SOURCE = "vllm_bench"
 PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "errors", "e2els")

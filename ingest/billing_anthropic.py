@@ -28,10 +28,11 @@ from phaselens.models import Skip
 from phaselens.models.records import TokenType
 
 from .base import Record, SourceFile
-from .billing_common import LineMaker, RowError, parse_decimal, parse_timestamp
-from .billing_io import Row, bucket_results, json_head
+from .billing_lines import LineMaker, bucket_results
 from .billing_vocab import token_type_from_text
 from .normalize import normalize_provider
+from .readers import Row, json_head
+from .values import RecordError, parse_decimal, parse_timestamp
 
 PROVIDER = normalize_provider("anthropic") or "anthropic"
 CENTS_PER_UNIT = Decimal(100)
@@ -79,10 +80,10 @@ def _usage_quantities(row: Row) -> list[tuple[TokenType, str, Decimal]]:
         if qty is None:
             continue
         if qty < 0:
-            raise RowError("negative_tokens", f"{sku} is {qty}")
+            raise RecordError("negative_tokens", f"{sku} is {qty}")
         out.append((token_type, sku, qty))
     if not out:
-        raise RowError("missing_field", "no token field (uncached_input_tokens, output_tokens ...) in the result")
+        raise RecordError("missing_field", "no token field (uncached_input_tokens, output_tokens ...) in the result")
     return out
 
 
@@ -172,7 +173,7 @@ class _AnthropicReport:
 
     def _result(self, result: Any, bucket: dict, where: str, maker: LineMaker) -> Iterator[Record]:
         if not isinstance(result, dict):
-            raise RowError("malformed_row", "a result that is not an object")
+            raise RecordError("malformed_row", "a result that is not an object")
         if "amount" in result:
             yield from _cost_records(result, bucket, where, maker)
         else:

@@ -31,10 +31,11 @@ from typing import ClassVar
 from phaselens.models import Skip
 
 from .base import Record, SourceFile
-from .billing_common import LineMaker, column_key, parse_decimal, parse_tags, parse_timestamp, snake, tokens_from
-from .billing_io import Row, table_keys, table_records
+from .billing_lines import LineMaker, table_records
 from .billing_vocab import bedrock_model_from_arn, bedrock_usage_type
 from .normalize import normalize_provider
+from .readers import Row, table_keys
+from .values import column_key, parse_decimal, parse_tags, parse_timestamp, snake, tokens_from
 
 FORMAT = "AWS CUR 2.0"
 PROVIDER = normalize_provider("bedrock") or "aws.bedrock"

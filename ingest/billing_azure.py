@@ -28,12 +28,11 @@ from typing import ClassVar
 from phaselens.models import Skip
 
 from .base import Record, SourceFile
-from .billing_common import (
-    LineMaker, RowError, column_key, parse_decimal, parse_tags, parse_timestamp, snake, tokens_from,
-)
-from .billing_io import Row, table_keys, table_records
+from .billing_lines import LineMaker, table_records
 from .billing_vocab import azure_meter
 from .normalize import normalize_provider
+from .readers import Row, table_keys
+from .values import RecordError, column_key, parse_decimal, parse_tags, parse_timestamp, snake, tokens_from
 
 FORMAT = "Azure cost export"
 PROVIDER = normalize_provider("azure.ai.openai") or "azure.ai.openai"
@@ -97,7 +96,7 @@ def _row_records(row: Row, maker: LineMaker, source: str) -> Iterator[Record]:
     cost_usd = parse_decimal(_get(row, "costInUsd"), "costInUsd", required=False)
     currency = _get(row, "billingCurrency")
     if not currency:
-        raise RowError("missing_field", "billingCurrency is empty")
+        raise RecordError("missing_field", "billingCurrency is empty")
     charge = snake(str(_get(row, "chargeType") or "Usage"))
     if charge in NEGATIVE_CHARGES:
         cost = -abs(cost)

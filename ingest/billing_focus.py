@@ -43,12 +43,11 @@ from typing import Any, ClassVar
 from phaselens.models.records import TokenType
 
 from .base import Record, SourceFile
-from .billing_common import (
-    LineMaker, column_key, parse_decimal, parse_tags, parse_timestamp, snake, unit_multiplier,
-)
-from .billing_io import Row, table_keys, table_records
+from .billing_lines import LineMaker, table_records
 from .billing_vocab import NameInfo, azure_meter, bedrock_model_from_arn, bedrock_usage_type, gemini_sku, token_type_from_text
 from .normalize import normalize_model, normalize_provider
+from .readers import Row, table_keys
+from .values import column_key, parse_decimal, parse_tags, parse_timestamp, snake, unit_multiplier
 
 FORMAT = "FOCUS"
 REQUIRED: dict[str, tuple[str, ...]] = {

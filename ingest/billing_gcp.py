@@ -30,14 +30,13 @@ from typing import Any, ClassVar
 from phaselens.models import Reject, Skip
 from phaselens.models.records import truncate_raw
 
-from .base import Record, SourceFile
-from .billing_common import (
-    LineMaker, RowError, column_key, parse_decimal, parse_tags, parse_timestamp, snake, unit_multiplier,
-)
 from . import jsonread
-from .billing_io import Row, guarded, is_parquet, json_head, read_json_values, table_keys, table_records, text_of
+from .base import Record, SourceFile
+from .billing_lines import LineMaker, table_records
 from .billing_vocab import gemini_sku
 from .normalize import normalize_provider
+from .readers import Row, guarded, is_parquet, json_head, read_json_values, table_keys, text_of
+from .values import RecordError, column_key, parse_decimal, parse_tags, parse_timestamp, snake, unit_multiplier
 
 FORMAT = "GCP billing export"
 PROVIDER = normalize_provider("vertex_ai") or "gcp.vertex_ai"
@@ -78,7 +77,7 @@ def _credits(row: Row) -> list[dict[str, Any]]:
         try:
             value = json.loads(value, parse_float=Decimal)
         except ValueError:
-            raise RowError("malformed_row", f"credits is not JSON: {value[:80]!r}") from None
+            raise RecordError("malformed_row", f"credits is not JSON: {value[:80]!r}") from None
     if isinstance(value, list):
         return [c for c in value if isinstance(c, dict)]
     total = row.get(*CREDIT_TOTAL_COLUMNS)
@@ -96,7 +95,7 @@ def _usd(maker: LineMaker, row: Row, cost: Decimal, currency: str) -> Decimal | 
 def _row_records(row: Row, maker: LineMaker, source: str) -> Iterator[Record]:
     service = row.text("service.description")
     if service is None:
-        raise RowError("missing_field", "service.description is empty")
+        raise RecordError("missing_field", "service.description is empty")
     if column_key(service) not in VERTEX_SERVICES:
         yield Skip(source=source, locator=maker.src.locator(row.where), kind=f"gcp:{service}")
         return
@@ -105,7 +104,7 @@ def _row_records(row: Row, maker: LineMaker, source: str) -> Iterator[Record]:
     cost = parse_decimal(row.get("cost"), "cost")
     currency = row.text("currency")
     if not currency:
-        raise RowError("missing_field", "currency is empty")
+        raise RecordError("missing_field", "currency is empty")
     sku_desc, sku_id = row.text("sku.description"), row.text("sku.id")
     info = gemini_sku(sku_desc)
     token_type = info.token_type or "other"

@@ -30,9 +30,10 @@ from phaselens.models import Skip
 from phaselens.models.records import TokenType
 
 from .base import Record, SourceFile
-from .billing_common import LineMaker, RowError, parse_decimal, parse_timestamp, tokens_from
-from .billing_io import bucket_results, json_head
+from .billing_lines import LineMaker, bucket_results
 from .normalize import normalize_model, normalize_provider
+from .readers import json_head
+from .values import RecordError, parse_decimal, parse_timestamp, tokens_from
 
 PROVIDER = normalize_provider("openai") or "openai"
 COSTS_RESULT = "organization.costs.result"
@@ -103,7 +104,7 @@ def _model_name(model_raw: str | None, tags: dict[str, Any]) -> str | None:
 def _tokens(result: dict, field: str, *, required: bool = False) -> Decimal | None:
     value = parse_decimal(result.get(field), field, required=required)
     if value is not None and value < 0:
-        raise RowError("negative_tokens", f"{field} is {value}")
+        raise RecordError("negative_tokens", f"{field} is {value}")
     return value
 
 
@@ -120,7 +121,7 @@ def _usage_quantities(result: dict, endpoint: str) -> list[tuple[TokenType, str,
             total = _tokens(result, "input_tokens", required=True)
             qty = total - (_tokens(result, "input_cached_tokens") or 0) - (_tokens(result, "input_cache_write_tokens") or 0)
             if qty < 0:
-                raise RowError("negative_tokens", f"input_tokens {total} is less than cached + cache-write tokens")
+                raise RecordError("negative_tokens", f"input_tokens {total} is less than cached + cache-write tokens")
         out.append((token_type, field, qty or Decimal(0)))
     return out
 
@@ -154,11 +155,11 @@ def _cost_records(result: dict, bucket: dict, where: str, maker: LineMaker) -> I
     start, end = _bucket_period(bucket)
     amount = result.get("amount")
     if not isinstance(amount, dict):
-        raise RowError("missing_field", "amount is missing or not an object")
+        raise RecordError("missing_field", "amount is missing or not an object")
     cost = parse_decimal(amount.get("value"), "amount.value")
     currency = amount.get("currency")
     if not currency:
-        raise RowError("missing_field", "amount.currency is empty")
+        raise RecordError("missing_field", "amount.currency is empty")
     token_type, model_raw, tags = parse_line_item(result.get("line_item"))
     model = _model_name(model_raw, tags)
     tags.update({k: result.get(k) for k in COST_TAGS})
@@ -219,7 +220,7 @@ class _OpenAIPages:
         elif isinstance(kind, str) and USAGE_RESULT.fullmatch(kind):
             yield from _usage_records(result, bucket, where, maker, self.name)
         else:
-            raise RowError("unsupported_record", f"result object {kind!r} is neither usage nor costs")
+            raise RecordError("unsupported_record", f"result object {kind!r} is neither usage nor costs")
 
 
 class OpenAIUsageAdapter(_OpenAIPages):

@@ -31,11 +31,12 @@ from typing import ClassVar
 from phaselens.models import LlmCall
 
 from .base import Record, SourceFile
-from .calls_common import (
-    RecordError, after, as_dict, attrs_json, build_all, derive_timing, first_of, is_blank, iter_records, parse_time,
-    peek_columns, seconds_between, text_or_none, to_float, to_seconds, to_tokens, to_usd,
-)
 from .normalize import normalize_model, normalize_provider
+from .readers import build_all, iter_records, peek_columns
+from .values import (
+    RecordError, after, as_dict, attrs_json, derive_timing, first_of, is_blank, parse_time, seconds_between,
+    text_or_none, to_float, to_seconds, to_tokens, to_usd,
+)
 
 SOURCE = "helicone"
 SNIFF_ID = "request_id"

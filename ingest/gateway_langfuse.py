@@ -33,11 +33,12 @@ from typing import ClassVar
 from phaselens.models import LlmCall, Skip
 
 from .base import Record, SourceFile
-from .calls_common import (
-    RecordError, after, as_dict, attrs_json, build_all, derive_timing, first_of, iter_records, parse_time,
-    peek_columns, seconds_between, text_or_none, to_seconds, to_tokens, to_usd,
-)
 from .normalize import normalize_model, normalize_provider
+from .readers import build_all, iter_records, peek_columns
+from .values import (
+    RecordError, after, as_dict, attrs_json, derive_timing, first_of, parse_time, seconds_between, text_or_none,
+    to_seconds, to_tokens, to_usd,
+)
 
 SOURCE = "langfuse"
 SNIFF_COLUMNS = {"id", "traceId", "type", "startTime"}

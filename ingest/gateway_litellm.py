@@ -29,11 +29,12 @@ from typing import ClassVar
 from phaselens.models import LlmCall
 
 from .base import Record, SourceFile
-from .calls_common import (
-    RecordError, as_dict, attrs_json, build_all, derive_timing, first_of, is_blank, iter_records, json_cell,
-    parse_time, peek_columns, seconds_between, text_or_none, to_seconds, to_tokens, to_usd,
-)
 from .normalize import normalize_model, normalize_provider
+from .readers import build_all, iter_records, peek_columns
+from .values import (
+    RecordError, as_dict, attrs_json, derive_timing, first_of, is_blank, json_cell, parse_time, seconds_between,
+    text_or_none, to_seconds, to_tokens, to_usd,
+)
 
 SOURCE = "litellm"
 SNIFF_COLUMNS = {"request_id", "spend", "startTime"}

@@ -29,11 +29,13 @@ from typing import ClassVar
 from phaselens.models import LlmCall
 
 from .base import Record, SourceFile, UnreadableFile
-from .calls_common import (
-    UNKNOWN_MODEL, RecordError, after, attrs_json, build_all, derive_timing, file_fingerprint, hashed_call_id,
-    iter_csv_records, iter_json_records, option_text, parse_time, peek_record, to_float, to_seconds, to_tokens,
-)
 from .normalize import normalize_model, normalize_provider
+from .readers import (
+    build_all, file_fingerprint, hashed_call_id, iter_csv_records, iter_json_records, option_text, peek_record,
+)
+from .values import (
+    UNKNOWN_MODEL, RecordError, after, attrs_json, derive_timing, parse_time, to_float, to_seconds, to_tokens,
+)
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_KEYS = {"timestamp", "input_length", "output_length"}

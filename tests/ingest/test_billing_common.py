@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from phaselens.ingest.base import SourceFile
-from phaselens.ingest.billing_common import (
-    LineMaker, RowError, column_key, parse_decimal, parse_tags, parse_timestamp, unit_multiplier,
-)
+from phaselens.ingest.billing_lines import LineMaker
 from phaselens.ingest.registry import adapters, detect
+from phaselens.ingest.values import RecordError, column_key, parse_decimal, parse_tags, parse_timestamp, unit_multiplier
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "billing"
 BILLING_ADAPTERS = {
@@ -149,7 +148,7 @@ def test_parse_timestamp_gives_naive_utc(value, expected):
 @pytest.mark.parametrize("value, reason", [("13/08/2025", "bad_timestamp"), ("soon", "bad_timestamp"),
                                            ("", "missing_field"), ("NULL", "missing_field")])
 def test_parse_timestamp_rejects_with_a_reason(value, reason):
-    with pytest.raises(RowError) as e:
+    with pytest.raises(RecordError) as e:
         parse_timestamp(value, "t")
     assert e.value.reason == reason
 
@@ -160,7 +159,7 @@ def test_parse_decimal_is_exact_for_floats_and_strings():
     assert parse_decimal(Decimal("1.5"), "x") == Decimal("1.5")
     assert parse_decimal("NULL", "x", required=False) is None
     for bad in ("n/a", True, "NaN"):
-        with pytest.raises(RowError) as e:
+        with pytest.raises(RecordError) as e:
             parse_decimal(bad, "x")
         assert e.value.reason == "bad_number"
 
@@ -216,7 +215,7 @@ def test_currency_is_upper_cased_and_never_assumed_to_be_usd(tmp_path):
 
 def test_a_period_that_ends_before_it_starts_is_rejected(tmp_path):
     maker = LineMaker(SourceFile(tmp_path / "x.csv"), "test")
-    with pytest.raises(RowError) as e:
+    with pytest.raises(RecordError) as e:
         _line(maker, period_start=datetime(2025, 8, 14), period_end=datetime(2025, 8, 13))
     assert e.value.reason == "end_before_start"
 
