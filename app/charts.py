@@ -62,7 +62,13 @@ def percentile_lines_chart(df: pd.DataFrame, title: str, series_title: str, scal
                                   legend=DASH_LEGEND),
         tooltip=[alt.Tooltip("t:T", title="time (UTC)"), "series:N", "percentile:N",
                  alt.Tooltip("value:Q", title=title, format=",.3f"), alt.Tooltip("calls:Q", format=",")],
-    ).properties(height=HEIGHT)
+    ).properties(height=legend_height(df["series"].nunique() + 2, titles=2))
+
+
+def legend_height(entries: int, titles: int = 1) -> int:
+    """A chart height that holds a right-hand legend of `entries` rows under `titles` titles whole (a legend taller
+    than its chart is cut at the chart's foot)."""
+    return max(HEIGHT, 26 * entries + 34 * titles + 40)
 
 
 def stacked_area_chart(df: pd.DataFrame, value: str, category: str, y_title: str, color_title: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -144,38 +145,79 @@ def ms_name(column: str) -> str:
     return (column.removesuffix("_s") if column.endswith("_s") else column) + "_ms"
 
 
-TABLE_WIDTH_PX = 960  # the page's content width at 1440 px with the sidebar open
-CHAR_PX = 7.2
+TABLE_WIDTH_PX = 960  # the page's content width at 1440 px with the sidebar open (978 px drawn)
+# the grid's font (Source Sans, 14 px): each character's width in pixels, rounded up; any other character as an em
+_GLYPH_PX = {ch: px for px, chars in [
+    (3.0, " "), (3.5, "ij',.:;|·"), (4.0, "lI"), (4.5, "ft!()-[]{}"), (5.0, "r/\\"), (6.0, 'sz"*?'), (6.5, "cxJ"),
+    (7.0, "0123456789ekvyFLY#$+<=>^_~≤×−"), (7.5, "agESTVXZ"), (8.0, "bdhnopquACPR`"), (8.5, "BKΔ"), (9.0, "DG&"),
+    (9.5, "HNOQU"), (10.5, "wM"), (11.0, "W"), (12.0, "m%@—")] for ch in chars}
+CELL_PAD_PX = 16  # a cell's padding, both sides
+HEADER_PAD_PX = 16  # a header's
+SPARE_PX = 8  # more room for a header (its menu button), when the table has it
+MIN_TEXT_PX = 110  # the least a text column is given when the texts do not all fit
+
+
+def text_px(s: str) -> float:
+    """How wide `s` is drawn in a table (cell or header), in pixels."""
+    return sum(_GLYPH_PX.get(ch, 14.0) for ch in s)
+
+
+def _figure(v: float, type_config: dict) -> str:
+    """A number about as the table shows it (its format and the decimals of its step)."""
+    step = type_config.get("step") or 1
+    decimals = max(0, -math.floor(math.log10(step))) if step < 1 else 0
+    fmt = type_config.get("format")
+    if fmt == USD_FORMAT:
+        return ("-" if v < 0 else "") + f"${abs(v):,.2f}"
+    if fmt == PCT_FORMAT or type_config.get("type") == "progress":
+        return f"{v * 100:,.{max(0, decimals - 2)}f}%"
+    return f"{v:,.{decimals}f}"
+
+
+def _moment(fmt: str) -> str:
+    """A date format (`YYYY-MM-DD HH:mm`) written out with sample digits."""
+    for token, sample in [("YYYY", "2000"), ("MMM", "Nov"), ("MM", "00"), ("DD", "00"), ("HH", "00"), ("mm", "00"),
+                          ("ss", "00")]:
+        fmt = fmt.replace(token, sample)
+    return fmt
 
 
 def _fit_widths(shown: pd.DataFrame, config: dict) -> None:
-    """Give each column a width so that every column fits the page at 1440 px (no column hidden behind a
-    horizontal scroll): figures take what their header or widest value needs; text columns share the rest."""
-    want, text = {}, []
+    """Give each column the width its header and its widest value take, so that at 1440 px every text is shown
+    whole and every column fits the page (no column hidden behind a horizontal scroll). When they do not all fit,
+    figures keep their width and the longest texts share what is left, cut: a page writes long free text out
+    below its table instead, and the browser test fails on any text cut on the sample day."""
+    need, spare, texts = {}, {}, []
     for c, conf in config.items():
-        values = shown[c].dropna().astype(str) if len(shown) else pd.Series([], dtype=str)
-        longest = int(values.str.len().max()) if len(values) else 1
-        kind = (conf.get("type_config") or {}).get("type")
-        header = len(conf.get("label") or c) + (2 if conf.get("help") else 0)
+        type_config = conf.get("type_config") or {}
+        kind = type_config.get("type")
+        values = shown[c].dropna() if len(shown) else pd.Series([], dtype=object)
         if kind in ("number", "progress"):
-            longest = min(longest, 10)
+            cells = [_figure(float(v), type_config) for v in values]
         elif kind in ("date", "datetime"):
-            longest = 10 if kind == "date" else 19
+            cells = [_moment(type_config.get("format") or ("YYYY-MM-DD" if kind == "date" else "YYYY-MM-DD HH:mm:ss"))]
         else:
-            text.append(c)
-        want[c] = int(max(header, longest) * CHAR_PX + 24)
-    over = sum(want.values()) - TABLE_WIDTH_PX
-    if over > 0 and text:  # figures keep their width (Streamlit sizes them); only the longest texts are cut
-        room = max(sum(want[c] for c in text) - over, 110 * len(text))
-        cap, rest = room, sorted(text, key=want.get)
+            cells = [str(v) for v in values] or [MISSING]
+            texts.append(c)
+        header = text_px(conf.get("label") or c) + HEADER_PAD_PX
+        need[c] = math.ceil(max([header, *(text_px(v) + CELL_PAD_PX for v in cells)]))
+        spare[c] = max(0, math.ceil(header + SPARE_PX - need[c])) + 2  # and the grid line, rounding
+    room = TABLE_WIDTH_PX - sum(need.values())
+    share = min(1.0, max(0.0, room / (sum(spare.values()) or 1)))
+    width = {c: need[c] + int(spare[c] * share) for c in need}
+    over = -room
+    if over > 0 and texts:  # figures keep their width; only the longest texts are cut
+        cap, rest = max(sum(need[c] for c in texts) - over, MIN_TEXT_PX * len(texts)), sorted(texts, key=need.get)
         for i, c in enumerate(rest):  # water-filling: short texts whole, the long ones share what is left
-            share = cap / (len(rest) - i)
-            if want[c] <= share:
-                cap -= want[c]
+            fair = cap / (len(rest) - i)
+            if need[c] <= fair:
+                cap -= need[c]
                 continue
             for long in rest[i:]:
-                config[long]["width"] = max(110, int(share))
+                width[long] = max(MIN_TEXT_PX, int(fair))
             break
+    for c, w in width.items():
+        config[c]["width"] = w
 
 
 def table(df: pd.DataFrame, columns: dict, **kwargs) -> None:

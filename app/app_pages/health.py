@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, count_col, empty_state, pct_col, table, text_col, words
+from phaselens.app.ui import context, count, count_col, empty_state, pct_col, table, text_col, text_or_dash, words
 from phaselens.models.text import short_path
 
 def when(ts, missing: str = "—") -> str:
@@ -55,10 +55,12 @@ else:
         "cache_counts_missing_share": pct_col("No cache counts", help="Share of calls without cache token counts."),
         "ttft_missing_streamed_share": pct_col("No TTFT", help="Share of streamed calls without a first-token time."),
         "streaming_flag_missing_share": pct_col("No stream flag", help="Share of calls that do not say whether they streamed."),
-        "gaps": text_col("What the source loses"),
     })
     st.caption("Per instrumentation (OTLP scope name and version, or the adapter for gateway logs and benchmark "
                "exports). `phaselens loads --gaps` lists the same; docs/store.md describes each share.")
+    if len(lossy):  # whole sentences below the table, never cut by a column's width
+        st.markdown("**What each source loses**")
+        st.text("\n".join(f"{r.source} {r.instrumentation}: {r.gaps}" for r in lossy.itertuples()))
 
 st.subheader("Rejects by reason")
 rej = queries.load_table(ctx.snapshot, "reject_summary")
@@ -69,10 +71,13 @@ else:
                                      "records", "source", "source", value_format=",d"), width="stretch")
     with st.expander("Latest rejects per reason"):
         sample = queries.load_table(ctx.snapshot, "reject_sample")
-        table(sample.assign(reason=sample["reason"].map(words)), {
+        sample = sample.assign(reason=sample["reason"].map(words))
+        table(sample, {
             "rejected_at": st.column_config.DatetimeColumn("Rejected (UTC)", format="YYYY-MM-DD HH:mm:ss"),
-            "source": "Source", "reason": "Reason", "locator": "Where (file and record)",
-            "detail": text_col("Detail", width="large")})
+            "source": "Source", "reason": "Reason"})
+        if len(sample):  # where and why, whole, below the table (in its order)
+            st.text("\n".join(f"{text_or_dash(r.locator)} ({r.reason}): {text_or_dash(r.detail)}"
+                               for r in sample.itertuples()))
     st.caption("`phaselens rejects --summary` lists them too, with the offending input.")
 
 st.subheader("Unpriced models")
@@ -99,5 +104,8 @@ else:
         "finished_at": st.column_config.DatetimeColumn("Finished (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "file": text_col("File", help="Long paths are cut in the middle; the file name is always whole."),
         "adapter": "Format", "status": "Status", "accepted": count_col("Accepted"),
-        "duplicates": count_col("Duplicates"), "rejected": count_col("Rejected"), "skipped": count_col("Skipped"),
-        "message": text_col("Message")})
+        "duplicates": count_col("Duplicates"), "rejected": count_col("Rejected"), "skipped": count_col("Skipped")})
+    said = shown.assign(path=loads["file"])[loads["message"].fillna("").astype(str).str.strip() != ""]
+    if len(said):  # messages whole, below the table, each after its file as the table shows it (unless it names it)
+        st.text("\n".join(r.message if str(r.path) in r.message else f"{r.file}: {r.message}"
+                           for r in said.itertuples()))

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from phaselens.app import charts, queries
-from phaselens.app.ui import context, count, count_col, in_ms, md_text, ms_col, no_calls, number_col, pct_col, table
+from phaselens.app.ui import (context, count, count_col, in_ms, md_text, ms_col, no_calls, number_col, pct_col, table,
+                             words)
 from phaselens.pipeline.read_model import PERCENTILE_METHOD
 
 SLO_METRICS = {"ttft_p95_s": "TTFT p95", "ttft_p50_s": "TTFT p50", "itl_p95_s": "ITL p95", "itl_p50_s": "ITL p50",
@@ -99,19 +100,20 @@ if not no_calls(ctx):
         st.markdown("**Fitted latency models** (per provider/model; they estimate the split where traces lack it)")
         fits = in_ms(fits, "ttft_intercept_s")
         fits["decode_ms_per_token"] = pd.to_numeric(fits["decode_s_per_output_token"], errors="coerce") * 1000
-        fits["model"] = fits["provider"] + "/" + fits["model"]
+        fits["provider_model"] = fits["provider"] + "/" + fits["model"]
         fits["ttft_ms_per_1k"] = pd.to_numeric(fits["ttft_s_per_uncached_token"], errors="coerce") * 1e6
-        table(fits, {
-            "model": "Provider/model", "method": "Method",
-            "n_fit": count_col("Fitted on (calls)", help="Calls the model was fitted on; more were held out to test it."),
-            "ttft_intercept_ms": ms_col("TTFT base (ms)"),
-            "ttft_ms_per_1k": ms_col("TTFT per 1k input (ms)", help="Per 1,000 uncached input tokens."),
+        # one provider/model column, as wide as its longest name; short figure labels, their meaning in the help
+        table(fits.assign(method=fits["method"].map(words)), {
+            "provider_model": "Provider/model", "method": "Method",
+            "n_fit": count_col("Calls", help="Calls the model was fitted on; more were held out to test it."),
+            "ttft_intercept_ms": ms_col("TTFT base (ms)", help="Prefill time of an empty prompt."),
+            "ttft_ms_per_1k": ms_col("TTFT per 1k (ms)", help="TTFT added per 1,000 uncached input tokens."),
             "decode_ms_per_token": ms_col("Decode per token (ms)"),
             "holdout_mape_ttft": pct_col("Error TTFT", help="Mean absolute percentage error on held-out calls."),
             "holdout_mape_decode": pct_col("Error decode", help="Mean absolute percentage error on held-out calls."),
         })
         notes = fits[fits["note"].fillna("").astype(str).str.strip() != ""]
         if len(notes):
-            st.text("\n".join(f"{r.model}: {r.note}" for r in notes.itertuples()))
+            st.text("\n".join(f"{r.provider_model}: {r.note}" for r in notes.itertuples()))
     else:
         st.caption("No latency fits published yet: `phaselens build` fits them.")

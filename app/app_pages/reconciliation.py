@@ -68,7 +68,7 @@ else:
         table(cells, {
             "day": st.column_config.DateColumn("Day (UTC)"), "provider": "Provider", "model": "Model",
             "token_type": "Token type", "cause": "Cause", **MONEY,
-            "token_coverage": pct_col("Token coverage", help="Traced tokens over billed tokens."),
+            "token_coverage": pct_col("Coverage", help="Token coverage: traced tokens over billed tokens."),
         })
         why = cells[cells["explanation"].fillna("").astype(str).str.strip() != ""]
         if len(why):

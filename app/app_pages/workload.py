@@ -149,17 +149,22 @@ if not no_calls(ctx):
     st.caption("A bounded sample per workload: the latest calls, the slowest to first token and the most expensive. "
                "No prompt or completion text is stored.")
     show = in_ms(sample, "itl_s").assign(model=sample["provider"] + "/" + sample["model"])
+    # token counts under short labels, so the provider/model column has the width of its longest name
     table(show, {
         "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "picked_as": text_col("Picked as", help="Why this call is in the sample: latest, slowest to first token "
                                                 "or most expensive."),
         "model": "Provider/model",
-        "input_tokens": count_col("Input (tokens)"), "output_tokens": count_col("Output (tokens)"),
-        "cache_read_tokens": count_col("Cached (tokens)", help="Input tokens read from the provider's cache."),
+        "input_tokens": count_col("Input", help="Input tokens."),
+        "output_tokens": count_col("Output", help="Output tokens."),
+        "cache_read_tokens": count_col("Cached", help="Input tokens read from the provider's cache."),
         "ttft_s": seconds_col("TTFT (s)"), "itl_ms": ms_col("ITL (ms)"), "e2e_s": seconds_col("e2e (s)"),
         "cost_usd": usd_col("Cost (USD)"),
     })
     with st.expander("Where each call came from"):
         table(sample, {"started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
-                       "status": "Status", "team": "Team", "timing_source": "Timing", "call_id": "Call id",
-                       "source": "Source", "source_locator": "File and record"})
+                       "status": "Status", "team": "Team", "timing_source": "Timing", "source": "Source",
+                       "call_id": "Call id"})
+        if len(sample):  # file paths are long: each written out whole below the table, in a box that scrolls
+            with st.container(height=240):
+                st.text("\n".join(f"{r.call_id} from {text_or_dash(r.source_locator)}" for r in sample.itertuples()))

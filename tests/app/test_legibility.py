@@ -1,5 +1,6 @@
 """Every table on every page reads as a finance person would read it: no raw column name as a header, no
-`None`/`nan` shown in a cell or a figure, money in dollars and cents, counts with thousands separators.
+`None`/`nan` shown in a cell or a figure, money in dollars and cents, counts with thousands separators, and
+columns that fit the page at 1440 px with every header and text whole.
 
 Runs each page under AppTest on the sample day (and the workload page once per workload, the what-if panel
 with a target picked, the latency page with an SLO from a link) and inspects what Streamlit was asked to draw:
@@ -67,11 +68,34 @@ def problems(at, where: str) -> list[str]:
     return out
 
 
+def cut_columns(at, where: str) -> list[str]:
+    """Columns of the tables the page helper sized (ui.table) that do not fit the page at 1440 px or are
+    narrower than their header or their longest text (the browser test measures the drawn grid; this checks
+    the widths asked for, on every page and workload)."""
+    out = []
+    for i, d in enumerate(at.dataframe):
+        cols = shown_columns(d)
+        widths = [conf.get("width") for _, _, conf in cols]
+        if not cols or not all(isinstance(w, int) for w in widths):
+            continue
+        if sum(widths) > ui.TABLE_WIDTH_PX:
+            out.append(f"{where} table {i}: {sum(widths)} px of columns in {ui.TABLE_WIDTH_PX} px")
+        for col, header, conf in cols:
+            kind = (conf.get("type_config") or {}).get("type")
+            need = ui.text_px(header) + ui.HEADER_PAD_PX
+            if kind not in ("number", "progress", "date", "datetime"):
+                need = max([need, *(ui.text_px(str(v)) + ui.CELL_PAD_PX for v in d.value[col].dropna())])
+            if conf["width"] < need:
+                out.append(f"{where} table {i} column {header!r}: {conf['width']} px of the {need:.0f} px it takes")
+    return out
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_is_legible(sample_db, page, monkeypatch):
     at = render(sample_db, page, monkeypatch)
     assert_clean(at)
     assert problems(at, page) == []
+    assert cut_columns(at, page) == []
 
 
 def test_every_workload_detail_is_legible(sample_db, monkeypatch):
@@ -80,7 +104,7 @@ def test_every_workload_detail_is_legible(sample_db, monkeypatch):
         at = render(sample_db, "workload", monkeypatch, {"detail": [name]})
         assert_clean(at)
         assert at.selectbox(key="detail_workload").value == name
-        found += problems(at, f"workload {name}")
+        found += problems(at, f"workload {name}") + cut_columns(at, f"workload {name}")
     assert found == []
 
 
@@ -96,6 +120,22 @@ def test_whatif_panel_and_slo_link_are_legible(sample_db, monkeypatch):
     assert_clean(at)
     found += problems(at, "latency with an SLO link")
     assert found == []
+
+
+def test_table_widths_keep_texts_whole_and_cut_only_what_cannot_fit():
+    shown = pd.DataFrame({"model": ["openai/text-embedding-3-small", "vllm/x"], "cost": [1234.5, 2.0]})
+    config = {"model": dict(ui.text_col("Provider/model")), "cost": dict(ui.usd_col("Cost (USD)"))}
+    ui._fit_widths(shown, config)
+    assert config["model"]["width"] >= ui.text_px("openai/text-embedding-3-small") + ui.CELL_PAD_PX
+    assert config["cost"]["width"] >= ui.text_px("Cost (USD)") + ui.HEADER_PAD_PX
+    assert config["cost"]["width"] >= ui.text_px("$1,234.50") + ui.CELL_PAD_PX
+    assert sum(c["width"] for c in config.values()) <= ui.TABLE_WIDTH_PX
+    # a text no page holds: the figure keeps its width, the text takes what is left (a page writes it out below)
+    shown = shown.assign(model=["a sentence far too long for any column " * 5, "short"])
+    config = {"model": dict(ui.text_col("Note")), "cost": dict(ui.usd_col("Cost (USD)"))}
+    ui._fit_widths(shown, config)
+    assert config["cost"]["width"] >= ui.text_px("Cost (USD)") + ui.HEADER_PAD_PX
+    assert config["model"]["width"] + config["cost"]["width"] <= ui.TABLE_WIDTH_PX
 
 
 def test_the_check_finds_raw_headers_and_none_cells(sample_db, monkeypatch):

@@ -3,10 +3,11 @@
     .venv/bin/python -m tests.browser.screenshot_pages [OUT_DIR]      (default tests/browser/screenshots)
 
 Builds the sample day into a temporary store, starts `phaselens dashboard --headless` on it, opens each page by
-its own URL (`/overview`, `/workload`, ...) in headless Chromium at 1440 x 1000, waits for the charts, and saves
-the whole page as `OUT_DIR/page-<name>.png`. For each page it prints whether the URL opened the page (no "Page
-not found"), tables whose columns do not fit the page width (a horizontal scroll bar hides columns), chart
-texts cut with an ellipsis, legend symbols drawn with neither stroke nor fill, and browser console errors.
+its own URL (`/overview`, `/workload`, ...) in headless Chromium at 1440 x 1000, waits for the charts, opens
+every expander, and saves the whole page as `OUT_DIR/page-<name>.png`. For each page it prints whether the URL
+opened the page (no "Page not found"), tables whose columns do not fit the page width (a horizontal scroll bar
+hides columns), chart texts cut with an ellipsis, legend symbols drawn with neither stroke nor fill, table cells
+and headers cut at their column's edge, and browser console errors.
 """
 
 from __future__ import annotations
@@ -24,9 +25,17 @@ OVERFLOWING_TABLES = """() => [...document.querySelectorAll('[data-testid="stDat
   const s = d.querySelector('.dvn-scroller');
   return s && s.scrollWidth > s.clientWidth + 2 ? `table ${i}: ${s.scrollWidth} px of columns in ${s.clientWidth} px` : null;
 }).filter(Boolean)"""
-# chart texts (axis labels, legend entries) that vega cut with an ellipsis
-CUT_CHART_TEXT = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] svg text')]
-  .map(t => t.textContent).filter(t => t.endsWith('…'))"""
+# chart texts cut with an ellipsis, and legend texts drawn past the chart's box (a legend taller than its chart
+# is cut at its foot; axis labels may reach a few pixels over the box's top and are not cut)
+CUT_CHART_TEXT = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].flatMap(c => {
+  const box = c.getBoundingClientRect();
+  return [...c.querySelectorAll('svg text')].filter(t => {
+    if (!t.textContent) return false;
+    if (t.textContent.endsWith('…')) return true;
+    const r = t.getBoundingClientRect();
+    return r.height > 0 && t.closest('.role-legend') && (r.bottom > box.bottom + 1 || r.right > box.right + 1);
+  }).map(t => t.textContent);
+})"""
 # legend symbols a reader cannot see: no stroke and either no fill or a line's shape (a line has no area to fill)
 HIDDEN_LEGEND_SYMBOLS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] svg .role-legend-symbol path')]
   .filter(e => {
@@ -35,6 +44,82 @@ HIDDEN_LEGEND_SYMBOLS = """() => [...document.querySelectorAll('[data-testid="st
     return none(e.getAttribute('stroke')) && (line || none(e.getAttribute('fill')));
   }).map(e => (e.closest('.role-legend')?.querySelector('.role-legend-title text')?.textContent || 'legend')
               + ': ' + (e.parentElement?.parentElement?.querySelector('.role-legend-label text')?.textContent || '?'))"""
+# table cells and headers cut at their column's edge. The grid draws on a canvas, so: each column's width from
+# the grid lines drawn on it (no element has it); each text (every row: the grid is scrolled through) from its
+# accessible table, measured with the grid's font, and cut when the left padding and the text pass the column's
+# edge. That table holds figures unformatted, so a figure column (right-aligned) is cut when ink touches its
+# left edge instead.
+CUT_TABLE_CELLS = """async () => {
+  const pause = ms => new Promise(r => setTimeout(r, ms));
+  const drawn = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 80))));
+  const FIGURE = /^-?\\d+(\\.\\d+)?(e[-+]?\\d+)?$/i;
+  const ruler = document.createElement('canvas').getContext('2d');
+  const out = new Set();
+  for (const [i, d] of [...document.querySelectorAll('[data-testid="stDataFrame"]')].entries()) {
+    const canvas = d.querySelector('canvas[data-testid="data-grid-canvas"]');
+    const scroller = d.querySelector('.dvn-scroller');
+    if (!canvas || !scroller || !canvas.clientWidth) continue;
+    const shown = () => [...d.querySelectorAll('table[role="grid"] tr')].map(tr => tr.getAttribute('aria-rowindex')).join();
+    for (let t = 0; !shown() && t < 60; t++) await pause(50);
+    await drawn();
+    const css = getComputedStyle(canvas.closest('.stDataFrameGlideDataEditor'));
+    const v = name => css.getPropertyValue(name).trim();
+    const rgb = hex => [1, 3, 5].map(k => parseInt(hex.slice(k, k + 2), 16));
+    const pad = parseFloat(v('--gdg-cell-horizontal-padding')), line = rgb(v('--gdg-border-color')), bg = rgb(v('--gdg-bg-cell'));
+    const W = canvas.width, H = canvas.height, ratio = W / canvas.clientWidth;
+    const pixels = () => canvas.getContext('2d').getImageData(0, 0, W, H).data;
+    const near = (px, o, c, tol) => [0, 1, 2].every(k => Math.abs(px[o + k] - c[k]) <= tol);
+    // grid lines: drawn down (across) nearly the whole canvas
+    let px = pixels();
+    const edges = [0];
+    for (let x = 1; x < W - 1; x++) {
+      let n = 0;
+      for (let y = 0; y < H; y++) n += near(px, 4 * (y * W + x), line, 6);
+      if (n >= 0.8 * H) edges.push(x + 1);
+    }
+    edges.push(W);
+    let top = 0;
+    while (top < H && [...Array(W).keys()].filter(x => near(px, 4 * (top * W + x), line, 6)).length < 0.8 * W) top++;
+    const cols = new Map(), rows = new Map(), inked = new Set();
+    const read = () => {
+      d.querySelectorAll('table[role="grid"] tr').forEach(tr => rows.set(tr.getAttribute('aria-rowindex'),
+        [...tr.children].map(c => [+c.getAttribute('aria-colindex') - 1, c.textContent])));
+      px = pixels();
+      for (let k = 0; k + 1 < edges.length; k++)
+        for (let y = top + 2; y < H - 1; y++)
+          for (let x = edges[k] + 1; x < edges[k] + 1 + 2 * ratio; x++)
+            if (!near(px, 4 * (y * W + x), bg, 48)) inked.add(k);
+    };
+    for (let y = 0; ; y += scroller.clientHeight / 2) {
+      const before = shown();
+      scroller.scrollTop = y;
+      for (let t = 0; y > 0 && shown() === before && t < 40; t++) await pause(50);  // its rows follow a scroll late
+      await drawn();
+      read();
+      if (y + scroller.clientHeight >= scroller.scrollHeight) break;
+    }
+    scroller.scrollTop = 0;
+    for (const [r, cells] of rows)
+      for (const [c, text] of cells) {
+        if (!cols.has(c)) cols.set(c, {header: '', texts: []});
+        if (r === '1') cols.get(c).header = text; else cols.get(c).texts.push(text);
+      }
+    for (const [c, col] of cols) {
+      const width = c + 1 < edges.length ? (edges[c + 1] - edges[c]) / ratio : 0;
+      const where = `table ${i} column ${JSON.stringify(col.header)}`;
+      const figures = col.texts.every(t => t === '' || FIGURE.test(t));
+      const needs = (font, texts) => {
+        ruler.font = `${font} ${v('--gdg-font-family')}`;
+        return texts.map(t => [pad + ruler.measureText(t).width, t]).sort((a, b) => b[0] - a[0])[0] || [0, ''];
+      };
+      for (const [need, text] of [needs(v('--gdg-header-font-style'), [col.header]),
+                                  needs(v('--gdg-base-font-style'), figures ? [] : col.texts)])
+        if (need > width) out.add(`${where}: ${JSON.stringify(text)} needs ${Math.ceil(need)} px of ${Math.floor(width)}`);
+      if (figures && inked.has(c)) out.add(`${where}: a figure reaches the column's left edge`);
+    }
+  }
+  return [...out];
+}"""
 PAGE_HEIGHT = """() => Math.max(...[...document.querySelectorAll('[data-testid="stMain"], [data-testid="stMain"] *')]
   .slice(0, 400).map(e => e.scrollHeight))"""
 
@@ -47,6 +132,13 @@ def settle(page, heading: str, timeout_ms: int = 60_000) -> None:
         " return a && a.getAttribute('data-test-script-state') === 'notRunning'; }", timeout=timeout_ms)
     for chart in page.locator("[data-testid='stVegaLiteChart']").all():
         chart.locator("canvas, svg").first.wait_for(timeout=timeout_ms)
+    page.wait_for_timeout(500)
+
+
+def open_expanders(page) -> None:
+    """Open every closed expander, so the tables inside are drawn and measured too."""
+    for summary in page.locator("[data-testid='stExpander'] details:not([open]) > summary").all():
+        summary.click()
     page.wait_for_timeout(500)
 
 
@@ -70,7 +162,8 @@ def inspect_page(page) -> dict:
     return {"page_not_found": page.get_by_text("Page not found").count() > 0,
             "overflowing_tables": page.evaluate(OVERFLOWING_TABLES),
             "cut_chart_text": page.evaluate(CUT_CHART_TEXT),
-            "hidden_legend_symbols": page.evaluate(HIDDEN_LEGEND_SYMBOLS)}
+            "hidden_legend_symbols": page.evaluate(HIDDEN_LEGEND_SYMBOLS),
+            "cut_table_cells": page.evaluate(CUT_TABLE_CELLS)}
 
 
 def main(argv: list[str]) -> int:
@@ -95,13 +188,15 @@ def main(argv: list[str]) -> int:
                     errors.clear()
                     page.goto(f"{dash.url}/{path}")
                     settle(page, heading)
+                    open_expanders(page)
                     show_all(page)
                     found = inspect_page(page)
                     full_screenshot(page, out / f"page-{path}.png")
                     print(f"/{path}: {'PAGE NOT FOUND' if found['page_not_found'] else 'opens ' + heading}; "
                           f"tables hiding columns: {found['overflowing_tables'] or 'none'}; "
                           f"cut chart texts: {found['cut_chart_text'] or 'none'}; "
-                          f"hidden legend symbols: {found['hidden_legend_symbols'] or 'none'}; console errors: {errors or 'none'}")
+                          f"hidden legend symbols: {found['hidden_legend_symbols'] or 'none'}; "
+                          f"cut table cells: {found['cut_table_cells'] or 'none'}; console errors: {errors or 'none'}")
                 browser.close()
         finally:
             dash.stop()

@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 import duckdb
 import pytest
@@ -177,9 +178,10 @@ def test_every_page_on_the_sample_day(browser, tmp_path_factory):
 
 def test_every_page_opens_by_its_url_and_shows_every_column_at_1440_px(browser, tmp_path_factory):
     """`/overview`, `/latency`, ... each open their page (never "Page not found"), no table hides columns
-    behind a horizontal scroll bar at 1440 px, no chart label or legend entry is cut with an ellipsis (Vega's
-    label limit) and no legend symbol is drawn invisible; each page is saved as screenshots/page-<name>.png."""
-    from tests.browser.screenshot_pages import URL_PAGES, full_screenshot, inspect_page, show_all
+    behind a horizontal scroll bar at 1440 px, no table cell or header is cut at its column's edge (every row,
+    expanders opened), no chart label or legend entry is cut with an ellipsis (Vega's label limit) and no
+    legend symbol is drawn invisible; each page is saved as screenshots/page-<name>.png."""
+    from tests.browser.screenshot_pages import URL_PAGES, full_screenshot, inspect_page, open_expanders, show_all
 
     if not sample_inputs():
         pytest.skip("sample_logs/traces is empty: generate it with `python -m phaselens.sample_logs.generate`")
@@ -193,14 +195,79 @@ def test_every_page_opens_by_its_url_and_shows_every_column_at_1440_px(browser, 
         for path, heading in URL_PAGES.items():
             w.page.goto(f"{dash.url}/{path}")
             w.settle(heading)
+            open_expanders(w.page)
             show_all(w.page)
             found[path] = inspect_page(w.page)
             w.check(f"/{path}")
             full_screenshot(w.page, SHOTS / f"page-{path}.png")
+        with duckdb.connect(str(db), read_only=True) as con:  # each workload's call sample has its own names
+            workloads = [r[0] for r in con.execute("SELECT workload FROM workloads ORDER BY 1").fetchall()]
+        for name in workloads:
+            w.page.goto(f"{dash.url}/workload?detail={quote(name)}")
+            w.settle("Workload detail")
+            open_expanders(w.page)
+            show_all(w.page)
+            found[f"workload {name}"] = inspect_page(w.page)
+            w.check(f"/workload?detail={name}")
         assert {p: f for p, f in found.items()
-                if f["page_not_found"] or f["overflowing_tables"] or f["cut_chart_text"] or f["hidden_legend_symbols"]} == {}
+                if f["page_not_found"] or f["overflowing_tables"] or f["cut_chart_text"] or f["hidden_legend_symbols"]
+                or f["cut_table_cells"]} == {}
     finally:
         dash.stop()
+
+
+CUT_TABLE_APP = """
+import pandas as pd
+import streamlit as st
+
+st.title("Cut cells")
+rows = 40
+st.dataframe(pd.DataFrame({
+    "model": ["gpt-4o"] * (rows - 1) + ["anthropic/claude-sonnet-4"],
+    "cost": [1234567.89] + [1.5] * (rows - 1),
+    "whole": ["fine"] * rows,
+    "n": list(range(rows)),
+}), hide_index=True, width="content", column_config={
+    "model": st.column_config.TextColumn("Model", width=120),
+    "cost": st.column_config.NumberColumn("Cost", format="dollar", width=60),
+    "whole": st.column_config.TextColumn("Whole", width=120),
+    "n": st.column_config.NumberColumn("A header longer than its column", width=70),
+})
+"""
+
+
+def test_the_cut_cell_check_finds_cut_texts_figures_and_headers(browser, tmp_path):
+    """The check above is not vacuous: in a table with a long name in its last row (seen only by scrolling the
+    grid), a figure wider than its column and a header longer than its column, it names those three columns
+    and not the one shown whole."""
+    from tests.browser.screenshot_pages import inspect_page
+
+    script = tmp_path / "cut.py"
+    script.write_text(CUT_TABLE_APP)
+    port = free_port()
+    log = tmp_path / "streamlit.log"
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("streamlit")), "run", str(script), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        w = Watched(browser)
+        deadline = time.monotonic() + READY_S
+        while True:
+            try:
+                w.page.goto(f"http://127.0.0.1:{port}")
+                break
+            except sync_api.Error:
+                assert time.monotonic() < deadline, log.read_text()[-2000:]
+                time.sleep(0.5)
+        w.settle("Cut cells")
+        cut = inspect_page(w.page)["cut_table_cells"]
+        named = {re.search(r'column "([^"]*)"', c).group(1) for c in cut}
+        assert named == {"Model", "Cost", "A header longer than its column"}, cut
+        assert any("anthropic/claude-sonnet-4" in c for c in cut), cut
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
 
 
 def test_every_page_on_an_empty_store(browser, tmp_path):
