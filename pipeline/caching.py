@@ -1,8 +1,10 @@
 """Caching lever: how much input repeats a prefix seen within a cache lifetime, and what a prompt cache
 would save in dollars and TTFT (design §7; method in docs/caching.md).
 
-`build_caching` leaves three tables in the store:
+`build_caching` leaves four tables in the store:
 - `call_prefix_reuse`   per call and lifetime: blocks seen earlier, reusable tokens, first-write tokens
+- `caching_days`        the lever's exact sums per UTC day (and TTFT-saved sketch bucket), which the
+                        whole-store rows below add up, so an incremental build recomputes touched days only
 - `caching_opportunity` per workload (and per provider and model) and lifetime: reuse, achieved vs
                         possible cache reads, dollars and TTFT saved, and a one-line note
 - `caching_by_workload` the workload rows at the headline lifetime, read by the workload diagnosis
@@ -50,6 +52,7 @@ STAGES: tuple[str, ...] = (
     "caching_call_prefix_reuse",
     "caching_prices",
     "caching_call_savings",
+    "caching_days",
     "caching_opportunity",
     "caching_by_workload",
 )
@@ -99,12 +102,16 @@ def _prepare_inputs(con: duckdb.DuckDBPyConnection, settings: CachingSettings) -
             for dst, src in FIT_COLUMNS.items()
         )
         where = f"WHERE kind = '{FIT_KIND}' AND " if "kind" in fit_cols else "WHERE "
-        con.execute(f"CREATE OR REPLACE TEMP VIEW caching_fits AS SELECT provider, model, {picks} FROM latency_fits "
-                    f"{where}ttft_s_per_uncached_token IS NOT NULL GROUP BY provider, model")
+        # each call is timed by its own day's fit (latency_fits fits every UTC day on its calls); fits without a
+        # day column (one fit per model) time every day's calls
+        day, any_day, by = ("day", "false", ", day") if "day" in fit_cols else ("CAST(NULL AS DATE)", "true", "")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW caching_fits AS SELECT provider, model, {day} AS day, "
+                    f"{any_day} AS any_day, {picks} FROM latency_fits "
+                    f"{where}ttft_s_per_uncached_token IS NOT NULL GROUP BY provider, model{by}")
     else:
         picks = ", ".join(f"CAST(NULL AS DOUBLE) AS {dst}" for dst in FIT_COLUMNS)
         con.execute("CREATE OR REPLACE TEMP VIEW caching_fits AS SELECT CAST(NULL AS VARCHAR) AS provider, "
-                    f"CAST(NULL AS VARCHAR) AS model, {picks} WHERE false")
+                    f"CAST(NULL AS VARCHAR) AS model, CAST(NULL AS DATE) AS day, false AS any_day, {picks} WHERE false")
 
 
 def _has_prices(con: duckdb.DuckDBPyConnection) -> bool:
@@ -113,7 +120,11 @@ def _has_prices(con: duckdb.DuckDBPyConnection) -> bool:
 
 REUSE_STAGES = STAGES[:3]
 """The per-call part (`call_prefix_reuse`): a call's rows depend on the calls within a cache lifetime of it only,
-so an incremental build runs it on the touched days and their neighbours; the rest sums over the store."""
+so an incremental build runs it on the touched days and their neighbours."""
+DAY_STAGES = STAGES[3:6]
+"""The per-day sums (`caching_days`) of the calls in `raw_calls`: a day's rows depend on its own calls only."""
+MERGE_STAGES = STAGES[6:]
+"""The whole-store rows, summed from `caching_days`."""
 
 
 def build_caching(
@@ -121,9 +132,11 @@ def build_caching(
 ) -> None:
     """Measure prefix reuse per call and cache lifetime (seconds) and price it (USD, seconds of TTFT).
 
-    `part`: "all", "reuse" (the per-call stages REUSE_STAGES only) or "savings" (the stages after them)."""
+    `part`: "all", "reuse" (REUSE_STAGES), "days" (DAY_STAGES), "merge" (MERGE_STAGES) or "savings" (the last
+    two)."""
     settings = settings or CachingSettings()
-    stages = {"all": STAGES, "reuse": REUSE_STAGES, "savings": STAGES[len(REUSE_STAGES):]}[part]
+    stages = {"all": STAGES, "reuse": REUSE_STAGES, "days": DAY_STAGES, "merge": MERGE_STAGES,
+              "savings": DAY_STAGES + MERGE_STAGES}[part]
     params = {
         "caching_calls": {"scope": settings.scope},
         "caching_call_prefix_reuse": {"min_block_tokens": settings.min_block_tokens},

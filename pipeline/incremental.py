@@ -155,11 +155,12 @@ SLICED: dict[str, tuple[str, ...]] = {
     "latency": ("call_timing", "latency_fits"),
     "costs": ("call_unit_prices", "call_costs", "deployment_costs"),
     "caching reuse": ("call_prefix_reuse",),
+    "caching days": ("caching_days",),
     "attribution": ("call_attribution",),
     "whatif": ("whatif_calls",),
 }
 RECONCILED = ("reconciliation", "allocated_costs", "untraced_costs")
-BY_DAY_COLUMN = {"latency_fits", "whatif_calls", *RECONCILED}
+BY_DAY_COLUMN = {"latency_fits", "whatif_calls", "caching_days", *RECONCILED}
 BY_HOUR_COLUMN = {"deployment_costs"}
 
 # deployment_costs: the hours of a deployment's period without a call are idle rows; the period runs from its
@@ -248,6 +249,14 @@ def _cache_context_sql() -> str:
 CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
 SELECT * FROM main.raw_calls c
 WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_cache_context_days)
+"""
+
+
+def _cache_days_sql() -> str:
+    return f"""
+CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
+SELECT * FROM main.raw_calls c
+WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_cache_days)
 """
 
 
@@ -493,7 +502,13 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             con.execute(_cache_context_sql())
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
             s.splice(SLICED["caching reuse"], "incr_cache_days", "incr_cache_calls")
-            stage("caching", lambda: build_caching(con, config.caching, "savings"))
+            # the caching lever's sums of every day whose calls' reuse may have changed, then the whole-store rows
+            # summed over the days
+            s.inside()
+            con.execute(_cache_days_sql())
+            stage("caching days", lambda: build_caching(con, config.caching, "days"))
+            s.splice(SLICED["caching days"], "incr_cache_days", "incr_cache_calls")
+            stage("caching", lambda: build_caching(con, config.caching, "merge"))
             s.inside()
             con.execute(_context_sql())
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))

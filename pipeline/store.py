@@ -125,9 +125,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(create_table_sql("raw_rejects", Reject, extra="rejected_at TIMESTAMP"))
     con.execute(LOADS_DDL)
     con.execute(REPLACED_DDL)
-    # the text macros are stored, not temporary: the build's stored macros (workload_stats) call them, and a
+    # the text and sketch macros are stored, not temporary: the build's stored macros (workload_stats) call them, and a
     # reader's cursor is a connection of its own that would not see a temporary one
     con.execute(sql_text("text_macros"))
+    con.execute(sql_text("sketch_macros"))
     con.execute(sql_text("call_attribution_ddl"))
     con.execute(sql_text("views"))
     con.execute(sql_text("source_gaps"))

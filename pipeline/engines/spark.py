@@ -52,7 +52,7 @@ SPARK_CONF: dict[str, str] = {
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",
 }
 
-STORE_SCHEMA_FILES = ("text_macros", "call_attribution_ddl", "views", "source_gaps")
+STORE_SCHEMA_FILES = ("text_macros", "sketch_macros", "call_attribution_ddl", "views", "source_gaps")
 """What `store.connect` and `store.ensure_schema` create besides the raw tables, run first on Spark as on DuckDB."""
 
 _CATALOG_FUNCS = re.compile(r"\b(duckdb_tables|duckdb_views|duckdb_columns|current_transaction_id)\s*\(", re.I)

@@ -6,13 +6,14 @@
 -- longer ones the 1-hour price).
 -- With the cache, a call reads from cache the larger of its reusable prefix and what its provider already
 -- served from cache, writes the prefix a later call reuses, and pays the rest as uncached input. TTFT
--- saved is the latency fit's prefill time for the call as it ran minus with the new cache reads.
--- A view, read once by caching_opportunity.sql: the per-call rows are aggregated as they are made, never stored
+-- saved is the latency fit of the call's own UTC day (latency_fits fits each day on its calls) as the call ran
+-- minus with the new cache reads, so a call's figures depend on its day alone.
+-- A view, read once by caching_days.sql: the per-call rows are aggregated as they are made, never stored
 -- (so $write_5m_max_s is written into the text before it runs: a view takes no prepared parameters).
 CREATE OR REPLACE TEMP VIEW caching_call_savings AS
 WITH calls AS (
   SELECT
-    c.call_id, l.lifetime_s, w.workload, c.provider, c.model,
+    c.call_id, CAST(c.started_at AS DATE) AS day, l.lifetime_s, w.workload, c.provider, c.model,
     c.operation = 'embeddings' AS embeddings,
     c.cache_read_tokens,
     r.call_id IS NOT NULL AS hashed,
@@ -62,7 +63,8 @@ cached AS (
   FROM hits t
   LEFT JOIN caching_prices p USING (call_id)
   LEFT JOIN caching_fits f
-    ON f.provider IS NOT DISTINCT FROM t.provider AND f.model IS NOT DISTINCT FROM t.model AND NOT t.embeddings
+    ON f.provider IS NOT DISTINCT FROM t.provider AND f.model IS NOT DISTINCT FROM t.model
+   AND (f.day IS NOT DISTINCT FROM t.day OR f.any_day) AND NOT t.embeddings
 ),
 timed AS (
   -- the latency model's prefill time (docs/latency.md) as billed and with the new cache reads; the saving
@@ -79,7 +81,7 @@ timed AS (
   FROM cached
 )
 SELECT
-  call_id, lifetime_s, workload, provider, model, hashed, priced,
+  call_id, day, lifetime_s, workload, provider, model, hashed, priced,
   input_tokens,                                   -- uncached + cache read + cache write as reported
   cache_read_tokens,                              -- reported by the provider; NULL = not reported
   total_blocks, seen_blocks, reusable_tokens,

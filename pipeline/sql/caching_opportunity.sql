@@ -2,62 +2,88 @@
 -- 'model'), for each cache lifetime: how much input repeats a prefix, what the provider's cache already
 -- achieved, and what a prompt cache would save in dollars and TTFT.
 -- Grain: (lifetime_s, level, workload, provider, model); provider and model are NULL on 'workload' rows.
--- Upstream: caching_call_savings. Read by `what_if()`, `caching_by_workload` and the dashboard.
+-- Upstream: caching_days (summed over the days). Read by `what_if()`, `caching_by_workload` and the dashboard.
 CREATE OR REPLACE TABLE caching_opportunity AS
 WITH agg AS (
   SELECT
     lifetime_s,
     CASE WHEN grouping(provider, model) = 0 THEN 'model' ELSE 'workload' END AS level,
     workload, provider, model,
-    count(*) AS calls,
-    count(*) FILTER (WHERE hashed) AS hashed_calls,
+    sum(calls)::BIGINT AS calls,
+    sum(hashed_calls)::BIGINT AS hashed_calls,
     sum(input_tokens)::BIGINT AS input_tokens,
-    coalesce(sum(input_tokens) FILTER (WHERE hashed), 0)::BIGINT AS hashed_input_tokens,
-    coalesce(sum(total_blocks), 0)::BIGINT AS total_blocks,
-    coalesce(sum(seen_blocks), 0)::BIGINT AS seen_blocks,
-    coalesce(sum(reusable_tokens), 0)::BIGINT AS reusable_tokens,
-    coalesce(sum(hit_tokens), 0)::BIGINT AS hit_tokens,
-    coalesce(sum(write_tokens), 0)::BIGINT AS write_tokens,
-    count(*) FILTER (WHERE cache_read_tokens IS NOT NULL) AS reads_reported_calls,
+    sum(hashed_input_tokens)::BIGINT AS hashed_input_tokens,
+    sum(total_blocks)::BIGINT AS total_blocks,
+    sum(seen_blocks)::BIGINT AS seen_blocks,
+    sum(reusable_tokens)::BIGINT AS reusable_tokens,
+    sum(hit_tokens)::BIGINT AS hit_tokens,
+    sum(write_tokens)::BIGINT AS write_tokens,
+    sum(reads_reported_calls)::BIGINT AS reads_reported_calls,
     sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
-    sum(input_tokens) FILTER (WHERE cache_read_tokens IS NOT NULL) AS reads_reported_input_tokens,
-    count(*) FILTER (WHERE cache_read_tokens IS NOT NULL AND hashed) AS comparable_calls,
-    sum(reusable_tokens) FILTER (WHERE cache_read_tokens IS NOT NULL AND hashed) AS comparable_reusable_tokens,
-    sum(input_tokens) FILTER (WHERE cache_read_tokens IS NOT NULL AND hashed) AS comparable_input_tokens,
-    count(*) FILTER (WHERE priced) AS priced_calls,
-    count(*) FILTER (WHERE priced AND hashed) AS priced_hashed_calls,
-    coalesce(sum(input_tokens) FILTER (WHERE priced), 0)::BIGINT AS priced_input_tokens,
-    coalesce(sum(cache_read_tokens) FILTER (WHERE priced), 0)::BIGINT AS priced_cache_read_tokens,
+    sum(reads_reported_input_tokens) AS reads_reported_input_tokens,
+    sum(comparable_calls)::BIGINT AS comparable_calls,
+    sum(comparable_reusable_tokens) AS comparable_reusable_tokens,
+    sum(comparable_input_tokens) AS comparable_input_tokens,
+    sum(priced_calls)::BIGINT AS priced_calls,
+    sum(priced_hashed_calls)::BIGINT AS priced_hashed_calls,
+    sum(priced_input_tokens)::BIGINT AS priced_input_tokens,
+    sum(priced_cache_read_tokens)::BIGINT AS priced_cache_read_tokens,
     CAST(sum(usd_now) AS DECIMAL(38, 12)) AS usd_now,
     CAST(sum(usd_with_cache) AS DECIMAL(38, 12)) AS usd_with_cache,
     CAST(sum(usd_all_uncached) AS DECIMAL(38, 12)) AS usd_all_uncached,
     CAST(sum(usd_all_cache_read) AS DECIMAL(38, 12)) AS usd_all_cache_read,
     CAST(sum(usd_all_cache_write) AS DECIMAL(38, 12)) AS usd_all_cache_write,
-    count(*) FILTER (WHERE ttft_saved_s IS NOT NULL) AS ttft_fitted_calls,
-    avg(ttft_saved_s) AS ttft_saved_s_mean,
-    quantile_cont(ttft_saved_s, 0.5) AS ttft_saved_p50_s,
+    sum(ttft_fitted_calls)::BIGINT AS ttft_fitted_calls,
+    CAST(sum(ttft_saved_s) AS DOUBLE) / nullif(sum(ttft_fitted_calls), 0) AS ttft_saved_s_mean,
     -- TTFT saved per newly cached token: as measured where the cache adds reads, else the fit's slope
     -- (input-weighted across models on 'workload' rows)
     coalesce(
-      sum(ttft_saved_s) / nullif(sum(new_hit_tokens) FILTER (WHERE ttft_saved_s IS NOT NULL), 0),
-      sum(input_tokens * ttft_s_per_token_saved)
-        / nullif(sum(input_tokens) FILTER (WHERE ttft_s_per_token_saved IS NOT NULL), 0)
+      CAST(sum(ttft_saved_s) AS DOUBLE) / nullif(sum(ttft_new_hit_tokens), 0),
+      CAST(sum(slope_weighted_s) AS DOUBLE) / nullif(sum(slope_input_tokens), 0)
     ) AS ttft_s_per_token_saved
-  FROM caching_call_savings
+  FROM caching_days
   GROUP BY GROUPING SETS ((lifetime_s, workload), (lifetime_s, workload, provider, model))
+),
+hist AS (
+  -- the TTFT saved per call as a histogram sketch (sketch_macros.sql), read at its median like every percentile
+  SELECT
+    lifetime_s,
+    CASE WHEN grouping(provider, model) = 0 THEN 'model' ELSE 'workload' END AS level,
+    workload, provider, model, ttft_bucket, sum(ttft_fitted_calls) AS n
+  FROM caching_days
+  WHERE ttft_bucket IS NOT NULL
+  GROUP BY GROUPING SETS ((lifetime_s, workload, ttft_bucket), (lifetime_s, workload, provider, model, ttft_bucket))
+),
+hist_cum AS (
+  SELECT *,
+    sum(n) OVER (PARTITION BY lifetime_s, level, workload, provider, model ORDER BY ttft_bucket
+                 ROWS UNBOUNDED PRECEDING) AS cum,
+    sum(n) OVER (PARTITION BY lifetime_s, level, workload, provider, model) AS total
+  FROM hist
+),
+p50 AS (
+  SELECT lifetime_s, level, workload, provider, model,
+    pl_hist_value(min(ttft_bucket) FILTER (WHERE cum >= pl_hist_rank(0.5, total))) AS ttft_saved_p50_s
+  FROM hist_cum
+  GROUP BY lifetime_s, level, workload, provider, model
 ),
 shares AS (
   SELECT
-    *,
-    reusable_tokens / nullif(hashed_input_tokens, 0) AS reuse_share,
-    cache_read_tokens / nullif(reads_reported_input_tokens, 0) AS achieved_share,
-    comparable_reusable_tokens / nullif(comparable_input_tokens, 0) AS possible_share,
-    CAST(usd_now - usd_with_cache AS DECIMAL(38, 12)) AS usd_saved,
-    CASE WHEN lifetime_s IS NULL THEN 'earlier (no expiry)'
-         WHEN lifetime_s % 3600 = 0 THEN printf('within %d h', lifetime_s // 3600)
-         WHEN lifetime_s % 60 = 0 THEN printf('within %d min', lifetime_s // 60)
-         ELSE printf('within %d s', lifetime_s) END AS lifetime_text
-  FROM agg
+    a.*,
+    p.ttft_saved_p50_s,
+    a.reusable_tokens / nullif(a.hashed_input_tokens, 0) AS reuse_share,
+    a.cache_read_tokens / nullif(a.reads_reported_input_tokens, 0) AS achieved_share,
+    a.comparable_reusable_tokens / nullif(a.comparable_input_tokens, 0) AS possible_share,
+    CAST(a.usd_now - a.usd_with_cache AS DECIMAL(38, 12)) AS usd_saved,
+    CASE WHEN a.lifetime_s IS NULL THEN 'earlier (no expiry)'
+         WHEN a.lifetime_s % 3600 = 0 THEN printf('within %d h', a.lifetime_s // 3600)
+         WHEN a.lifetime_s % 60 = 0 THEN printf('within %d min', a.lifetime_s // 60)
+         ELSE printf('within %d s', a.lifetime_s) END AS lifetime_text
+  FROM agg a
+  LEFT JOIN p50 p
+    ON p.lifetime_s IS NOT DISTINCT FROM a.lifetime_s AND p.level = a.level
+   AND p.workload IS NOT DISTINCT FROM a.workload AND p.provider IS NOT DISTINCT FROM a.provider
+   AND p.model IS NOT DISTINCT FROM a.model
 )
 SELECT
   lifetime_s,                   -- cache lifetime in seconds, restarted by every use; NULL = unlimited

@@ -1,7 +1,7 @@
 -- caching_prices: the per-token input prices of each priced call and its input cost as billed, so a
 -- cache's effect can be priced per call at the call's own price.
--- Grain: one row per call priced per token (not GPU-hour deployments) with every input price known.
--- Upstream: call_unit_prices (USD per token; the row call_costs.sql prices the call with), call_costs.
+-- Grain: one row per call of raw_calls priced per token (not GPU-hour deployments) with every input price known.
+-- Upstream: raw_calls (an incremental build's recomputed days), call_unit_prices (USD per token; the row call_costs.sql prices the call with), call_costs.
 CREATE OR REPLACE TEMP TABLE caching_prices AS
 WITH price AS (
   SELECT call_id, uncached_input, cache_read, cache_write, cache_write_1h FROM call_unit_prices
@@ -19,3 +19,4 @@ WHERE k.priced
   AND k.price_source IS DISTINCT FROM 'gpu_hours'
   AND p.uncached_input IS NOT NULL AND p.cache_read IS NOT NULL
   AND p.cache_write IS NOT NULL AND p.cache_write_1h IS NOT NULL
+  AND p.call_id IN (SELECT call_id FROM raw_calls)

@@ -4,7 +4,7 @@
 -- the bucket's geometric centre, so it is within 10^(1/80) - 1 = 2.9% of the exact nearest-rank value. Values
 -- <= 0 go to bucket -32768 (read as 0). Histograms merge by adding counts, so the published rollups give the same
 -- percentile under any filter as the store gives over the calls themselves.
--- Created in the store by `build` and in every published snapshot; `publish` creates them as temporary macros on
+-- Created in every store (store.ensure_schema; a Spark build runs them first) and in every published snapshot; `publish` creates them as temporary macros on
 -- the connection that writes the rollups.
 CREATE OR REPLACE MACRO pl_hist_bucket(x) AS
   CASE WHEN x <= 0 THEN -32768 ELSE CAST(floor(log10(x) * 40) AS INTEGER) END::SMALLINT;

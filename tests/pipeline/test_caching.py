@@ -15,6 +15,7 @@ from itertools import groupby
 
 import pyarrow as pa
 import pytest
+
 from pydantic import ValidationError
 
 from phaselens.models import LlmCall
@@ -23,6 +24,7 @@ from phaselens.models.pricebook import ModelPrice, PriceBook
 from phaselens.pipeline.caching import build_caching, published_lifetimes, what_if
 from phaselens.pipeline.errors import PhaselensError
 from phaselens.pipeline.pricing import build_costs
+from phaselens.pipeline.read_model import PERCENTILE_ERROR
 
 from tests.conftest import FIXTURES, shared_data_dir
 
@@ -265,7 +267,8 @@ def test_dollars_and_ttft_saved_by_hand(store):
     with_1h = (500 * u + 6000 * w1h) + (800 * u + 6000 * r) + (300 * u + 6000 * r) + 6100 * u
     repo_1h = opportunity(store, "repo-qa", 3600)
     assert repo_1h["usd_saved"] == now - with_1h == Decimal("0.0144")
-    assert repo_1h["ttft_saved_p50_s"] == pytest.approx(6000 * (TTFT_UNCACHED - TTFT_CACHED))
+    # the median is the sketch every percentile uses (pipeline/read_model.py): within 2.9% of the exact value
+    assert repo_1h["ttft_saved_p50_s"] == pytest.approx(6000 * (TTFT_UNCACHED - TTFT_CACHED), rel=PERCENTILE_ERROR)
 
     # chat: E reads 2000 tokens; F and G gain nothing
     chat = opportunity(store, "chat", 300)
