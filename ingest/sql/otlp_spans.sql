@@ -21,9 +21,9 @@ flat AS (
   SELECT
     line_no, scope_name, scope_version, x.name AS span_name, x.kind AS span_kind,
     lower(x.traceId) AS trace_id, lower(x.spanId) AS span_id, nullif(lower(x.parentSpanId), '') AS parent_span_id,
-    TRY_CAST(x.startTimeUnixNano AS HUGEINT) AS start_ns0,
-    TRY_CAST(x.endTimeUnixNano AS HUGEINT) AS end_ns,
-    nullif(x.endTimeUnixNano, '') IS NOT NULL AND TRY_CAST(x.endTimeUnixNano AS HUGEINT) IS NULL AS end_garbage,
+    otlp_ns(x.startTimeUnixNano) AS start_ns0,
+    otlp_ns(x.endTimeUnixNano) AS end_ns,
+    nullif(x.endTimeUnixNano, '') IS NOT NULL AND otlp_ns(x.endTimeUnixNano) IS NULL AS end_garbage,
     x.status.code AS status_code,
     x.events AS events,
     coalesce(TRY_CAST(x.droppedEventsCount AS BIGINT), 0) AS dropped_events,
@@ -45,7 +45,7 @@ typed AS (
     {{CONVENTION_COLUMNS}},
     list_sort(list_transform(
       list_filter(events, lambda e: e.name IN ('gen_ai.content.completion.chunk', 'First Token Stream Event', 'llm.content.completion.chunk')),
-      lambda e: TRY_CAST(e.timeUnixNano AS HUGEINT))) AS chunk_ns
+      lambda e: otlp_ns(e.timeUnixNano))) AS chunk_ns
   FROM conv
 ),
 classified AS (

@@ -87,8 +87,8 @@ def test_a_spooled_protobuf_body_expands_to_the_json_the_slow_path_writes():
     slow = check_spans(to_otlp_json(body, "protobuf"), "ref")
     assert not slow.rejects
     assert json.loads(expand_line(protobuf_line(body))) == json.loads(slow.line())
-    bad = pb_request(chat_span("0" * 32, "1" * 16, T0, 1.0), chat_span("a" * 32, "b" * 16, T0, 1.0)).SerializeToString()
-    assert clean_protobuf(bad) == (1, False)  # an all-zero trace id sends the request down the path that names it
+    bad = pb_request(chat_span("c" * 32, "1" * 16, 5 * 10**18, 1.0), chat_span("a" * 32, "b" * 16, T0, 1.0)).SerializeToString()
+    assert clean_protobuf(bad) == (1, False)  # a start after 2100 sends the request down the path that names it
     assert len(check_spans(to_otlp_json(bad, "protobuf"), "ref").rejects) == 1
     with pytest.raises(BadRequest):
         clean_protobuf(b"\xff\xff\xff")
