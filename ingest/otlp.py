@@ -84,7 +84,7 @@ _MACROS = [
     " OR k LIKE '%instructions' OR k LIKE '%definitions' OR k LIKE 'ai.response.%')"
     f" AND regexp_matches(k, '{CONTENT_KEY_PATTERN}')",
     # a span's time: a count of nanoseconds written as decimal digits (a JSON integer or a string of digits),
-    # else NULL; pipeline/receiver_decode.py `span_problem` answers the same before acknowledging a span
+    # else NULL; ingest/otlp_http.py `span_problem` answers the same before acknowledging a span
     "CREATE OR REPLACE TEMP MACRO otlp_ns(x) AS "
     "CASE WHEN regexp_full_match(x, '[0-9]{1,20}') THEN TRY_CAST(x AS HUGEINT) END",
     # the value of attribute `name`: the first one when a key repeats

@@ -27,7 +27,7 @@ from phaselens import __version__
 
 from . import telemetry
 from .errors import PhaselensError, StoreError
-from .receiver_decode import (
+from phaselens.ingest.otlp_http import (
     CONTENT_TYPES,
     SOURCE,
     BadRequest,

@@ -22,7 +22,7 @@ import pyarrow as pa
 from . import telemetry
 from .errors import StoreError
 from .load import FileResult, ingest
-from .receiver_decode import PB_LINE_PREFIX, expand_line
+from phaselens.ingest.otlp_http import PB_LINE_PREFIX, expand_line
 from .receiver_spool import Segment, Spool
 from .store import connect
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from phaselens.pipeline.errors import PhaselensError
-from phaselens.pipeline.receiver_decode import BadRequest, decompress, to_otlp_json
+from phaselens.ingest.otlp_http import BadRequest, decompress, to_otlp_json
 from phaselens.pipeline.receiver_spool import Spool
 from phaselens.pipeline.store import connect
 from tests.test_receiver import FIX, T0, chat_span, pb_request, query, segments
@@ -80,7 +80,7 @@ def test_spool_belongs_to_one_receiver_and_drops_torn_lines(tmp_path):
 
 
 def test_a_spooled_protobuf_body_expands_to_the_json_the_slow_path_writes():
-    from phaselens.pipeline.receiver_decode import check_spans, clean_protobuf, expand_line, protobuf_line
+    from phaselens.ingest.otlp_http import check_spans, clean_protobuf, expand_line, protobuf_line
 
     body = pb_request(*[chat_span(f"{i + 1:032x}", f"{i + 1:016x}", T0 + i, 1.5) for i in range(3)]).SerializeToString()
     assert clean_protobuf(body) == (3, True)

@@ -1,7 +1,7 @@
 """One rule for a span's ids and times: the receiver's answer before acknowledging (`span_problem`) is the load's.
 
 Each case is one OpenAI chat span with its ids or times spoiled. It is loaded from a file (the rule in
-ingest/sql/otlp_spans.sql) and judged by the receiver (pipeline/receiver_decode.py); both must give the same
+ingest/sql/otlp_spans.sql) and judged by the receiver (ingest/otlp_http.py); both must give the same
 verdict: stored, or rejected with the same reason. The same span sent as protobuf must pass the receiver's fast
 path only when the receiver's slow path would store it.
 """
@@ -16,7 +16,7 @@ from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from phaselens.pipeline.load import ingest
-from phaselens.pipeline.receiver_decode import check_spans, clean_protobuf, span_problem, to_otlp_json
+from phaselens.ingest.otlp_http import check_spans, clean_protobuf, span_problem, to_otlp_json
 from tests.conftest import FIXTURES
 
 DOC = json.loads((FIXTURES / "otlp" / "bad_records.jsonl").read_text().splitlines()[0])

@@ -12,7 +12,7 @@ from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from phaselens.pipeline.receiver_pbjson import request_to_json
+from phaselens.ingest.otlp_protobuf import request_to_json
 
 # Every field of the trace schema this module writes. A newer opentelemetry-proto that adds one fails here, so the
 # walk is extended before it silently drops the new field.

@@ -6,7 +6,7 @@ schema is small and stable, so this module reads its fields by name instead (sev
 exactly what `MessageToDict(req, use_integers_for_enums=True)` writes, except that trace and span ids are
 lowercase hex as the OTLP JSON encoding requires (MessageToDict writes base64). Fields at their default value are
 left out, as proto3 JSON does; 64-bit integers are strings; a non-finite double is "NaN", "Infinity" or
-"-Infinity". The test `tests/test_receiver_pbjson.py` checks the equality against MessageToDict.
+"-Infinity". The test `tests/ingest/test_otlp_protobuf.py` checks the equality against MessageToDict.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from phaselens.models import Reject
 from phaselens.models.records import truncate_raw
 
-from .receiver_pbjson import request_to_json
+from .otlp_protobuf import request_to_json
 
 SOURCE = "otlp_http"
 PROTOBUF = "application/x-protobuf"
