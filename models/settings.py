@@ -21,7 +21,8 @@ class Settings(BaseSettings):
         default="1GB", description="Memory DuckDB may use when loading files; it spills to disk beyond it."
     )
     build_memory_limit: str = Field(
-        default="6GB", description="Memory DuckDB may use during `phaselens build` (large joins and windows)."
+        default="3GB",
+        description="Memory DuckDB may use during `phaselens build` (large joins and windows); it spills to disk beyond it.",
     )
 
 
