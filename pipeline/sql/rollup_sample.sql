@@ -5,6 +5,12 @@
 -- within the day, `call_sample_days`, assembled by pipeline/publish.py from _pl_calls and the previous snapshot),
 -- then the picks over all days' candidates. A call among a workload's 100 latest overall is among its day's 100
 -- latest, so the second step picks exactly what one pass over every call would.
+-- The day's candidates are found with one top-N window per rule (DuckDB keeps only the top rows of each
+-- partition); the ranks that name why a call was picked are computed on the candidates only.
+
+CREATE OR REPLACE TEMP MACRO _pl_sample_latest() AS 100;
+CREATE OR REPLACE TEMP MACRO _pl_sample_slowest() AS 50;
+CREATE OR REPLACE TEMP MACRO _pl_sample_priciest() AS 50;
 
 CREATE OR REPLACE TEMP MACRO _pl_sample_picks(rel) AS TABLE
 SELECT * FROM (
@@ -17,7 +23,7 @@ SELECT * FROM (
       PARTITION BY pick_day, workload ORDER BY cost_usd IS NULL, cost_usd DESC, call_id) END AS priciest_rank
   FROM query_table(rel)
 )
-WHERE latest_rank <= 100 OR slowest_rank <= 50 OR priciest_rank <= 50;
+WHERE latest_rank <= _pl_sample_latest() OR slowest_rank <= _pl_sample_slowest() OR priciest_rank <= _pl_sample_priciest();
 
 CREATE OR REPLACE TEMP VIEW _pl_sample_rows AS
 SELECT
@@ -30,5 +36,16 @@ SELECT
   r.ttft_s, r.itl_s, r.e2e_s, r.queue_s, r.timing_source, r.cost_usd, r.priced, r.source, r.source_locator
 FROM _pl_calls r;
 
+-- the rows _pl_sample_picks would keep of each day, without ranking every call of the day three times
 CREATE OR REPLACE TEMP TABLE _pl_part_call_sample_days AS
-SELECT * EXCLUDE (pick_day, latest_rank, slowest_rank, priciest_rank) FROM _pl_sample_picks('_pl_sample_rows');
+WITH picks AS (
+  SELECT call_id FROM _pl_sample_rows WHERE started_at IS NOT NULL
+  QUALIFY row_number() OVER (PARTITION BY pick_day, workload ORDER BY started_at DESC, call_id) <= _pl_sample_latest()
+  UNION
+  SELECT call_id FROM _pl_sample_rows WHERE ttft_s IS NOT NULL
+  QUALIFY row_number() OVER (PARTITION BY pick_day, workload ORDER BY ttft_s DESC, call_id) <= _pl_sample_slowest()
+  UNION
+  SELECT call_id FROM _pl_sample_rows WHERE cost_usd IS NOT NULL
+  QUALIFY row_number() OVER (PARTITION BY pick_day, workload ORDER BY cost_usd DESC, call_id) <= _pl_sample_priciest()
+)
+SELECT * EXCLUDE (pick_day) FROM _pl_sample_rows SEMI JOIN picks USING (call_id);

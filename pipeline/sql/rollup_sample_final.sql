@@ -4,7 +4,7 @@ SELECT *, NULL::TIMESTAMP AS pick_day FROM published.call_sample_days;
 
 CREATE TABLE published.call_sample AS
 SELECT * EXCLUDE (day, pick_day, latest_rank, slowest_rank, priciest_rank),
-  CASE WHEN slowest_rank <= 50 THEN 'slowest TTFT'
-       WHEN priciest_rank <= 50 THEN 'most expensive' ELSE 'latest' END AS picked_as
+  CASE WHEN slowest_rank <= _pl_sample_slowest() THEN 'slowest TTFT'
+       WHEN priciest_rank <= _pl_sample_priciest() THEN 'most expensive' ELSE 'latest' END AS picked_as
 FROM _pl_sample_picks('_pl_sample_candidates')
 ORDER BY workload, started_at DESC NULLS LAST, call_id;
