@@ -207,7 +207,9 @@ def span_problem(span: object) -> tuple[str, str] | None:
     times), answered here so that a span is rejected in the response rather than acknowledged and rejected later:
     a traceId and a spanId that are present and not empty (any spelling: they are keys, not checked as hex); a
     start time, and an end time when there is one, that are counts of nanoseconds between 1970 and 2100; the end
-    not before the start. tests/pipeline/test_span_validity.py holds both to the same verdicts.
+    not before the start. tests/pipeline/test_span_validity.py holds both to the same verdicts. One difference:
+    a span that is not a JSON object is rejected here, where a file's load counts it as skipped (neither stores it;
+    the exporter that sent it is told why).
     """
     if not isinstance(span, dict):
         return "malformed_row", "span is not a JSON object"
