@@ -85,14 +85,14 @@ def build_workloads(con: duckdb.DuckDBPyConnection) -> None:
     workload_rules.sql) and the view over the whole store, which is evaluated once here and kept, so the audits,
     publish and every reader read stored rows (the view costs about a second per read at 300 k calls). `workload_stats(since, until)` stays a macro."""
     if not isinstance(con, duckdb.DuckDBPyConnection):  # the Spark engine's store keeps the view (same rows)
-        con.execute(sql_text("sketch_macros") + sql_text("workload_rules") + sql_text("workloads"))
+        con.execute(sql_text("workload_rules") + sql_text("workloads"))
         return
     kind = con.execute("SELECT 'table' FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'workloads' "
                        "UNION ALL SELECT 'view' FROM duckdb_views() WHERE schema_name = 'main' "
                        "AND view_name = 'workloads' AND NOT internal").fetchall()
     if ("table",) in kind:
         con.execute("DROP TABLE main.workloads")
-    con.execute(sql_text("sketch_macros") + sql_text("workload_rules") + sql_text("workloads"))
+    con.execute(sql_text("workload_rules") + sql_text("workloads"))
     con.execute("CREATE OR REPLACE TABLE main.workloads_built AS SELECT * FROM main.workloads")
     con.execute("DROP VIEW main.workloads")
     con.execute("ALTER TABLE main.workloads_built RENAME TO workloads")

@@ -244,19 +244,12 @@ WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_
 """
 
 
-def _cache_context_sql() -> str:
+def _calls_of_days_sql(days: str) -> str:
+    """The context of a caching stage: the calls that started on the days listed in temp table `days`."""
     return f"""
 CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
 SELECT * FROM main.raw_calls c
-WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_cache_context_days)
-"""
-
-
-def _cache_days_sql() -> str:
-    return f"""
-CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
-SELECT * FROM main.raw_calls c
-WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_cache_days)
+WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM {days})
 """
 
 
@@ -499,13 +492,13 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             stage("latency profiles", lambda: add_profile_only_fits(con, config.latency))
             stage("reconcile", lambda: reconcile_touched(con, config, billing_loads))
             s.inside()
-            con.execute(_cache_context_sql())
+            con.execute(_calls_of_days_sql("incr_cache_context_days"))
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
             s.splice(SLICED["caching reuse"], "incr_cache_days", "incr_cache_calls")
             # the caching lever's sums of every day whose calls' reuse may have changed, then the whole-store rows
             # summed over the days
             s.inside()
-            con.execute(_cache_days_sql())
+            con.execute(_calls_of_days_sql("incr_cache_days"))
             stage("caching days", lambda: build_caching(con, config.caching, "days"))
             s.splice(SLICED["caching days"], "incr_cache_days", "incr_cache_calls")
             stage("caching", lambda: build_caching(con, config.caching, "merge"))

@@ -109,6 +109,12 @@ def install_macros(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(stmt)
 
 
+STORE_SCHEMA_FILES = ("text_macros", "sketch_macros", "call_attribution_ddl", "views", "source_gaps")
+"""What every store holds besides the raw tables, created in this order (a Spark build runs them first too). The
+text and sketch macros are stored, not temporary: the build's stored macros (workload_stats) call them, and a
+reader's cursor is a connection of its own that would not see a temporary one."""
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the raw tables and the public views if they do not exist yet."""
     con.execute(META_DDL)
@@ -125,13 +131,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(create_table_sql("raw_rejects", Reject, extra="rejected_at TIMESTAMP"))
     con.execute(LOADS_DDL)
     con.execute(REPLACED_DDL)
-    # the text and sketch macros are stored, not temporary: the build's stored macros (workload_stats) call them, and a
-    # reader's cursor is a connection of its own that would not see a temporary one
-    con.execute(sql_text("text_macros"))
-    con.execute(sql_text("sketch_macros"))
-    con.execute(sql_text("call_attribution_ddl"))
-    con.execute(sql_text("views"))
-    con.execute(sql_text("source_gaps"))
+    for name in STORE_SCHEMA_FILES:
+        con.execute(sql_text(name))
     con.execute(
         "INSERT OR REPLACE INTO phaselens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
     )

@@ -42,7 +42,7 @@ from .. import transpile
 from ..build import BuildResult, _run_stages, stage_timer
 from ..errors import PhaselensError
 from ..lake import BUILT_DIR, CATALOG_DIR, CATALOG_SCHEMA, RAW_RELATIONS, lake_path, read_relation_spark
-from ..store import sql_text
+from ..store import STORE_SCHEMA_FILES, sql_text
 
 SPARK_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",                        # DuckDB TIMESTAMP is UTC wall time
@@ -52,8 +52,6 @@ SPARK_CONF: dict[str, str] = {
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",
 }
 
-STORE_SCHEMA_FILES = ("text_macros", "sketch_macros", "call_attribution_ddl", "views", "source_gaps")
-"""What `store.connect` and `store.ensure_schema` create besides the raw tables, run first on Spark as on DuckDB."""
 
 _CATALOG_FUNCS = re.compile(r"\b(duckdb_tables|duckdb_views|duckdb_columns|current_transaction_id)\s*\(", re.I)
 
