@@ -40,6 +40,7 @@ class BuildResult:
     full: bool = True                                       # every table re-derived from every raw row
     reason: str = ""                                        # why the build was full (or "incremental")
     days_rebuilt: list[date | None] = field(default_factory=list)  # UTC days recomputed (None: calls without a start)
+    days_changed: list[date] | None = None                  # UTC days whose calls' rows changed (None: every day)
     new_loads: int = 0                                      # ledger loads whose rows this build saw first
 
 
@@ -163,7 +164,7 @@ def _incremental(con: duckdb.DuckDBPyConnection, config: Config, p, stage, resul
     from . import incremental
 
     # audits inside: the per-call ones over the recomputed calls, the rest global; a failure rolls all back
-    result.days_rebuilt = incremental.recompute(con, config, p, stage)
+    result.days_rebuilt, result.days_changed = incremental.recompute(con, config, p, stage)
     con.execute("INSERT OR REPLACE INTO phaselens_meta VALUES ('built_at', CAST(now() AT TIME ZONE 'UTC' AS VARCHAR))")
     incremental.record(con, p, len(result.days_rebuilt))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from importlib import metadata, resources
 
 import duckdb
@@ -146,7 +146,6 @@ def record(con: duckdb.DuckDBPyConnection, p: Plan, days: int) -> None:
 # ---- the incremental build ------------------------------------------------------------------------------
 SCRATCH = "phaselens_scratch"
 NULL_DAY = "DATE '0001-01-01'"
-DAY_KEY = f"coalesce(CAST(started_at AS DATE), {NULL_DAY})"  # the day as a join key (calls without a start: one key)
 
 # Built tables recomputed per day: the table, and how its rows map to a day ("call": by call_id, else a day column).
 SLICED: dict[str, tuple[str, ...]] = {
@@ -211,10 +210,6 @@ FROM (
 );
 -- every stage but caching: the touched days themselves
 CREATE OR REPLACE TEMP TABLE incr_days AS SELECT dkey FROM incr_touched;
-CREATE OR REPLACE TEMP TABLE incr_calls AS
-SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_days)
-UNION  -- a retired call's built rows are deleted and nothing replaces them
-SELECT call_id FROM main.raw_calls_replaced WHERE retired AND load_id IN (SELECT load_id FROM incr_loads);
 -- caching reuse: a touched day and those within the caching reach either side (reuse looks back, first writes
 -- look forward), read with the days within the reach of those; calls without a start time have no reuse
 CREATE OR REPLACE TEMP TABLE incr_cache_days AS
@@ -223,47 +218,74 @@ FROM incr_touched, range(-{reach}, {reach} + 1) t(k);
 CREATE OR REPLACE TEMP TABLE incr_cache_context_days AS
 SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
 FROM incr_cache_days, range(-{reach}, {reach} + 1) t(k);
+"""
+
+
+def _calls_sql(days: list[date | None], cache_days: list[date | None]) -> str:
+    """`incr_calls`, the calls whose built rows are replaced (those of the recomputed days, and the retired ones),
+    and `incr_cache_calls`, with those of the caching stages' days."""
+    return f"""
+CREATE OR REPLACE TEMP TABLE incr_calls AS
+SELECT call_id FROM main.raw_calls WHERE {started_within(days)}
+UNION  -- a retired call's built rows are deleted and nothing replaces them
+SELECT call_id FROM main.raw_calls_replaced WHERE retired AND load_id IN (SELECT load_id FROM incr_loads);
 CREATE OR REPLACE TEMP TABLE incr_cache_calls AS
-SELECT call_id FROM main.raw_calls WHERE {DAY_KEY} IN (SELECT dkey FROM incr_cache_days)
+SELECT call_id FROM main.raw_calls WHERE {started_within(cache_days)}
 UNION SELECT call_id FROM incr_calls;
 """
 
 
-def _context_sql() -> str:
-    """The context of every stage but caching: the touched days' calls, and every call that runs during one of
-    them (concurrency counts the calls in flight, whenever they started)."""
-    return f"""
-CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
-SELECT * FROM main.raw_calls c
-WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM incr_days)
-   OR (c.started_at IS NOT NULL AND c.ended_at IS NOT NULL
-       AND c.started_at < (SELECT max(dkey) + 1 FROM incr_days) AND c.ended_at >= (SELECT min(dkey) FROM incr_days
-                                                                                    WHERE dkey <> {NULL_DAY})
-       AND EXISTS (SELECT 1 FROM incr_days d WHERE d.dkey <> {NULL_DAY}
-                   AND c.started_at < d.dkey + 1 AND c.ended_at >= d.dkey))
-"""
+def day_ranges(days: list[date]) -> list[tuple[date, date]]:
+    """Days as [start, end) ranges of consecutive days, so a filter on a sorted column reads few row groups."""
+    ranges: list[list[date]] = []
+    for d in sorted(set(days)):
+        if ranges and ranges[-1][1] == d:
+            ranges[-1][1] = d + timedelta(days=1)
+        else:
+            ranges.append([d, d + timedelta(days=1)])
+    return [(a, b) for a, b in ranges]
 
 
-def _calls_of_days_sql(days: str) -> str:
-    """The context of a caching stage: the calls that started on the days listed in temp table `days`."""
-    return f"""
-CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
-SELECT * FROM main.raw_calls c
-WHERE {DAY_KEY.replace('started_at', 'c.started_at')} IN (SELECT dkey FROM {days})
-"""
+def started_within(days: list[date | None], in_flight: bool = False, alias: str = "") -> str:
+    """The condition selecting the calls that started on `days` (None: the calls without a start), or with
+    `in_flight` also those running during one of them, written with literal bounds on `started_at`/`ended_at`
+    so DuckDB skips the row groups outside them (a store is loaded in about time order)."""
+    q = f"{alias}." if alias else ""
+    parts = []
+    for a, b in day_ranges([d for d in days if d is not None]):
+        lo, hi = f"TIMESTAMP '{a}'", f"TIMESTAMP '{b}'"
+        if in_flight:
+            parts.append(f"({q}started_at < {hi} AND ({q}started_at >= {lo} OR {q}ended_at >= {lo}))")
+        else:
+            parts.append(f"({q}started_at >= {lo} AND {q}started_at < {hi})")
+    if None in days:
+        parts.append(f"{q}started_at IS NULL")
+    return " OR ".join(parts) or "false"
+
+
+def _context_sql(days: list[date | None]) -> str:
+    """The context of every stage but caching: the calls of the recomputed `days`, and every call that runs during
+    one of them (concurrency counts the calls in flight, whenever they started)."""
+    return f"CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS SELECT * FROM main.raw_calls WHERE " \
+        + started_within(days, in_flight=True)
+
+
+def _calls_of_days_sql(days: list[date | None]) -> str:
+    """The context of a caching stage: the calls that started on `days`."""
+    return f"CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS SELECT * FROM main.raw_calls WHERE {started_within(days)}"
 
 
 class Scratch:
     """Run a stage's unchanged SQL on the context calls: a schema first in the search path holds `raw_calls`
     (the context) and receives the stage's tables, which are then spliced into main for the recomputed days."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection):
-        self.con = con
+    def __init__(self, con: duckdb.DuckDBPyConnection, days: list[date | None]):
+        self.con, self.days = con, days
         self.path = con.execute("SELECT current_setting('search_path')").fetchone()[0]
 
     def __enter__(self) -> Scratch:
         self.con.execute(f"CREATE SCHEMA {SCRATCH}")
-        self.con.execute(_context_sql())
+        self.con.execute(_context_sql(self.days))
         return self
 
     def inside(self) -> None:
@@ -374,10 +396,11 @@ WHERE r.provider = u.provider AND r.model IS NOT DISTINCT FROM u.model AND r.day
 """
 
 
-def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_loads: list[str]) -> str:
+def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_loads: list[str]) -> list[date] | None:
     """Reconciliation and invoice allocation of an incremental build, inside the `Scratch` of `recompute`: the
     cells of the touched days and their neighbours, or every cell when what a cell reads of the whole store
-    changed (a source's gaps, the providers in scope). Returns which it did ("cells" or "whole store")."""
+    changed (a source's gaps, the providers in scope). Returns the days whose invoice allocation it recomputed
+    (None: every day)."""
     from .reconcile import build_reconciliation
 
     # source_gaps (a view over every call) evaluated once: the context's cells read this copy
@@ -391,7 +414,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     if gaps_changed:
         con.execute(f"DROP TABLE {SCRATCH}.source_gaps")
         build_reconciliation(con, config.reconcile, config.pricebook)
-        return "whole store"
+        return None
     con.execute(RC_TOUCHED_SQL, {"loads": billing_loads})
     whole = False
     for _ in range(2):  # a second pass when a billed range moved over days not yet touched
@@ -419,6 +442,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
             con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
                         f"WHERE day IN (SELECT dkey FROM {days})")
         con.execute(RC_NEIGHBOUR_CAUSES_SQL)
+    allocated = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_touched ORDER BY 1").fetchall()]
     con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.invoice_costs")
     for t in (*RECONCILED, "reconcile_settings", "raw_calls", "source_gaps"):
         con.execute(f"DROP TABLE IF EXISTS {SCRATCH}.{t}")
@@ -426,8 +450,8 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
         con.execute(f"DROP TABLE {t}")
     if whole:
         build_reconciliation(con, config.reconcile, config.pricebook)
-        return "whole store"
-    return "cells"
+        return None
+    return allocated
 
 AUDIT = "phaselens_audit"
 PER_CALL_AUDITS = frozenset({"call_attribution_once", "calls_priced_or_flagged", "no_negative_tokens_or_durations"})
@@ -456,8 +480,11 @@ def audit_touched(con: duckdb.DuckDBPyConnection, calls_rebuilt: bool) -> None:
     run_audits(con, [n for n in names if n not in PER_CALL_AUDITS])
 
 
-def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) -> list[date | None]:
-    """The incremental build's stages (inside the build's transaction); returns the days recomputed."""
+def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
+              stage) -> tuple[list[date | None], list[date] | None]:
+    """The incremental build's stages (inside the build's transaction). Returns the days recomputed, and the days
+    whose calls' rows changed (`requests` or their invoice-true costs; None: every day), which a publish computes:
+    a day recomputed only for the caching lever's reach keeps its calls' rows."""
     from . import build as b
     from .caching import build_caching
     from .latency import add_profile_only_fits, build_timing
@@ -470,8 +497,20 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
     con.execute("CREATE OR REPLACE TEMP TABLE incr_loads AS SELECT unnest(?::VARCHAR[]) AS load_id",
                 [p.new_loads.get("raw_calls", [])])
     con.execute(_days_sql(reach))
-    days = [None if d == date(1, 1, 1) else d for (d,) in con.execute(
-        "SELECT dkey FROM incr_cache_days ORDER BY dkey").fetchall()]  # a superset of incr_days
+
+    def listed(table: str) -> list[date | None]:
+        return [None if d == date(1, 1, 1) else d for (d,) in con.execute(
+            f"SELECT dkey FROM {table} ORDER BY dkey").fetchall()]
+
+    # the recomputed days (`incr_days`), those of the caching stages (a superset: `days`) and their context
+    touched, days, cache_context = listed("incr_days"), listed("incr_cache_days"), listed("incr_cache_context_days")
+    con.execute(_calls_sql(touched, days))
+    changed = {d for d in touched if d is not None}
+    allocated: list[list[date] | None] = [[]]
+
+    def reconcile() -> None:
+        allocated[0] = reconcile_touched(con, config, billing_loads)
+
     stage("settings", lambda: b._settings_table(con, config))
     if days:
         sql, params = b.workload_rules_sql(config.workloads)
@@ -481,7 +520,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
             "latency": lambda: build_timing(con, config.latency, profile_only_rows=False),
             "costs": lambda: build_costs(con, config.pricebook),
         }
-        with Scratch(con) as s:
+        with Scratch(con, touched) as s:
             for name, fn in sliced.items():
                 s.inside()
                 stage(name, fn)
@@ -490,36 +529,35 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan, stage) ->
                     con.execute(DEPLOYMENT_OUTSIDE_SQL)
                     con.execute(DEPLOYMENT_GAPS_SQL)
             stage("latency profiles", lambda: add_profile_only_fits(con, config.latency))
-            stage("reconcile", lambda: reconcile_touched(con, config, billing_loads))
+            stage("reconcile", reconcile)
             s.inside()
-            con.execute(_calls_of_days_sql("incr_cache_context_days"))
+            con.execute(_calls_of_days_sql(cache_context))
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
             s.splice(SLICED["caching reuse"], "incr_cache_days", "incr_cache_calls")
             # the caching lever's sums of every day whose calls' reuse may have changed, then the whole-store rows
             # summed over the days
             s.inside()
-            con.execute(_calls_of_days_sql("incr_cache_days"))
+            con.execute(_calls_of_days_sql(days))
             stage("caching days", lambda: build_caching(con, config.caching, "days"))
             s.splice(SLICED["caching days"], "incr_cache_days", "incr_cache_calls")
             stage("caching", lambda: build_caching(con, config.caching, "merge"))
             s.inside()
-            con.execute(_context_sql())
+            con.execute(_context_sql(touched))
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))
             s.splice(SLICED["attribution"])
             stage("workloads", lambda: b.build_workloads(con))
             # the what-if picks per (workload, day): the recomputed days' requests are all it reads
-            con.execute(f"CREATE TABLE {SCRATCH}.requests AS SELECT * FROM main.requests "
-                        f"WHERE {DAY_KEY} IN (SELECT dkey FROM incr_days)")
+            con.execute(f"CREATE TABLE {SCRATCH}.requests AS SELECT * FROM main.requests WHERE {started_within(touched)}")
             s.inside()
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])
     elif any(p.new_loads.values()):  # billing lines alone: the invoice side, and `workloads` that reads it
-        with Scratch(con):
-            stage("reconcile", lambda: reconcile_touched(con, config, billing_loads))
+        with Scratch(con, []):
+            stage("reconcile", reconcile)
         stage("workloads", lambda: b.build_workloads(con))
     if days or any(p.new_loads.values()):
         stage("audits", lambda: audit_touched(con, bool(days)))
     for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",
               "incr_cache_calls"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    return days
+    return days, None if allocated[0] is None else sorted(changed | set(allocated[0]))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import duckdb
@@ -32,6 +32,7 @@ import duckdb
 from phaselens.models.config import Config
 
 from .errors import StoreError
+from .incremental import started_within
 from .store import relation_exists, sql_text
 
 FORMAT_VERSION = 2
@@ -177,10 +178,13 @@ def store_basis(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def build_days(result) -> list[date] | None:
-    """The days a build changed, for `publish(days=...)`: None (every day) after a full build."""
+    """The days whose calls' rows a build changed, for `publish(days=...)`: None (every day) after a full build or
+    one that re-allocated every invoice. A day recomputed only for the caching lever's reach is not among them: the
+    snapshot's per-day rollups read the calls and their invoice-true costs, and its caching relations are copied
+    whole."""
     if getattr(result, "full", True):
         return None
-    return [d for d in result.days_rebuilt if d is not None]
+    return getattr(result, "days_changed", None)
 
 
 def loaded_days(con: duckdb.DuckDBPyConnection, load_ids: Iterable[str]) -> list[date]:
@@ -196,23 +200,9 @@ def loaded_days(con: duckdb.DuckDBPyConnection, load_ids: Iterable[str]) -> list
     return sorted(r[0] for r in rows)
 
 
-def _day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
-    """Days as [start, end) ranges of consecutive days, so a filter on a sorted column reads few row groups."""
-    ranges: list[list[date]] = []
-    for d in sorted(set(days)):
-        if ranges and ranges[-1][1] == d:
-            ranges[-1][1] = d + timedelta(days=1)
-        else:
-            ranges.append([d, d + timedelta(days=1)])
-    return [(a, b) for a, b in ranges]
-
-
 def _calls_filter(days: Iterable[date] | None) -> str:
     """The WHERE condition on `started_at` selecting the calls of `days` and those without a start (None = all)."""
-    if days is None:
-        return "true"
-    ranges = [f"(started_at >= TIMESTAMP '{a}' AND started_at < TIMESTAMP '{b}')" for a, b in _day_ranges(days)]
-    return " OR ".join([*ranges, "started_at IS NULL"])
+    return "true" if days is None else started_within([*days, None])
 
 
 def _billing_lines(con: duckdb.DuckDBPyConnection) -> str:
@@ -253,8 +243,8 @@ def _assemble_partitioned(con: duckdb.DuckDBPyConnection, days: Iterable[date] |
     """Create each PARTITIONED relation: the previous snapshot's rows of the days not computed, then the new rows."""
     keep = None
     if previous is not None and days is not None:
-        listed = ", ".join(f"DATE '{d}'" for d in sorted(set(days))) or "NULL"
-        keep = f"{{day}} IS NOT NULL AND CAST({{day}} AS DATE) NOT IN ({listed})"
+        listed = ", ".join(f"DATE '{d}'" for d in sorted(set(days)))
+        keep = f"{{day}} IS NOT NULL" + (f" AND CAST({{day}} AS DATE) NOT IN ({listed})" if listed else "")
     for name, (day, order) in PARTITIONED.items():
         old = f"SELECT * FROM {previous}.{name} WHERE {keep.format(day=day)} UNION ALL " if keep else ""
         con.execute(f"CREATE TABLE {ALIAS}.{name} AS SELECT * FROM ({old}SELECT * FROM _pl_part_{name}) ORDER BY {order}")
