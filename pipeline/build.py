@@ -81,22 +81,41 @@ def _settings_table(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     con.execute(f"CREATE OR REPLACE TABLE build_settings AS SELECT {cols}", values)
 
 
-def build_workloads(con: duckdb.DuckDBPyConnection) -> None:
+WORKLOAD_PARTS = ("workload_days", "workload_days_hist")
+"""The per-day parts `workloads` adds up (pipeline/sql/workloads.sql), kept as tables by a DuckDB build."""
+
+
+def build_workloads(con: duckdb.DuckDBPyConnection, days: list[date | None] | None = None) -> None:
     """`workloads` as a table: pipeline/sql/workloads.sql defines the `workload_stats` macro (with the rules of
-    workload_rules.sql) and the view over the whole store, which is evaluated once here and kept, so the audits,
-    publish and every reader read stored rows (the view costs about a second per read at 300 k calls). `workload_stats(since, until)` stays a macro."""
-    if not isinstance(con, duckdb.DuckDBPyConnection):  # the Spark engine's store keeps the view (same rows)
+    workload_rules.sql) and the views over the whole store: its per-day parts (`WORKLOAD_PARTS`) and `workloads`,
+    which adds them up. A build keeps the parts and `workloads` as tables, so the audits, publish and every reader
+    read stored rows; `days` (an incremental build) recomputes the parts of those days only (None: a start-less
+    call's) and adds up `workloads` again. `workload_stats(since, until)` stays a macro."""
+    if not isinstance(con, duckdb.DuckDBPyConnection):  # the Spark engine's store keeps the views (same rows)
         con.execute(sql_text("workload_rules") + sql_text("workloads"))
         return
-    kind = con.execute("SELECT 'table' FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'workloads' "
-                       "UNION ALL SELECT 'view' FROM duckdb_views() WHERE schema_name = 'main' "
-                       "AND view_name = 'workloads' AND NOT internal").fetchall()
-    if ("table",) in kind:
-        con.execute("DROP TABLE main.workloads")
+    if days is not None:
+        from .incremental import NULL_DAY, day_ranges
+
+        keys = ", ".join(NULL_DAY if d is None else f"DATE '{d}'" for d in days) or "NULL"
+        bounds = [(f"TIMESTAMP '{a}'", f"TIMESTAMP '{b}'", "false") for a, b in day_ranges([d for d in days if d])]
+        if None in days:  # an empty range and the calls without a start
+            bounds.append(("TIMESTAMP '0001-01-01'", "TIMESTAMP '0001-01-01'", "true"))
+        for table, macro in zip(WORKLOAD_PARTS, ("workload_day_parts", "workload_day_hist")):
+            con.execute(f"DELETE FROM main.{table} WHERE coalesce(day, {NULL_DAY}) IN ({keys})")
+            for since, until, unstarted in bounds:
+                con.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {macro}({since}, {until}, {unstarted})")
+        con.execute("CREATE OR REPLACE TABLE main.workloads AS SELECT * FROM workload_stats(NULL, NULL)")
+        return
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    for name in ("workloads", *WORKLOAD_PARTS):
+        if name in tables:
+            con.execute(f"DROP TABLE main.{name}")
     con.execute(sql_text("workload_rules") + sql_text("workloads"))
-    con.execute("CREATE OR REPLACE TABLE main.workloads_built AS SELECT * FROM main.workloads")
-    con.execute("DROP VIEW main.workloads")
-    con.execute("ALTER TABLE main.workloads_built RENAME TO workloads")
+    for name in (*WORKLOAD_PARTS, "workloads"):  # the parts first: `workloads` reads them
+        con.execute(f"CREATE OR REPLACE TABLE main.{name}_built AS SELECT * FROM main.{name}")
+        con.execute(f"DROP VIEW main.{name}")
+        con.execute(f"ALTER TABLE main.{name}_built RENAME TO {name}")
 
 
 def stage_timer(result: BuildResult, on_stage: Callable[[str, float], None] | None) -> Callable[[str, Callable[[], None]], None]:

@@ -511,6 +511,12 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
     def reconcile() -> None:
         allocated[0] = reconcile_touched(con, config, billing_loads)
 
+    def workload_days() -> list[date | None] | None:
+        """The days whose `workloads` parts change: their calls' rows or invoice-true costs (None: every day)."""
+        if allocated[0] is None:
+            return None
+        return sorted(changed | set(allocated[0])) + ([None] if None in touched else [])
+
     stage("settings", lambda: b._settings_table(con, config))
     if days:
         sql, params = b.workload_rules_sql(config.workloads)
@@ -545,7 +551,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             con.execute(_context_sql(touched))
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))
             s.splice(SLICED["attribution"])
-            stage("workloads", lambda: b.build_workloads(con))
+            stage("workloads", lambda: b.build_workloads(con, workload_days()))
             # the what-if picks per (workload, day): the recomputed days' requests are all it reads
             con.execute(f"CREATE TABLE {SCRATCH}.requests AS SELECT * FROM main.requests WHERE {started_within(touched)}")
             s.inside()
@@ -554,7 +560,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
     elif any(p.new_loads.values()):  # billing lines alone: the invoice side, and `workloads` that reads it
         with Scratch(con, []):
             stage("reconcile", reconcile)
-        stage("workloads", lambda: b.build_workloads(con))
+        stage("workloads", lambda: b.build_workloads(con, workload_days()))
     if days or any(p.new_loads.values()):
         stage("audits", lambda: audit_touched(con, bool(days)))
     for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",

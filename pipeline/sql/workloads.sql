@@ -4,27 +4,94 @@
 -- for money (cost_diagnosis/cost_lever, dollars per day over the days with calls). Grain: one row per workload. Upstream: requests,
 -- invoice_costs, build_settings, caching_by_workload; the rules (dominance, shape, causes, diagnosis and lever
 -- texts) are the macros of workload_rules.sql. `workloads` is the same over the whole store.
+-- Everything but the contention ratio adds up over days: `workload_day_parts` and `workload_day_hist` are the
+-- per (workload, UTC day, model) sums and the per (workload, day) histograms, and workload_stats adds them up, so a
+-- build keeps them as tables (`workload_days`, `workload_days_hist`) and recomputes only the days whose calls
+-- changed. Sums of money are exact decimals, sums of seconds fixed point (1e-12 s): added per day or at once, the
+-- same numbers.
 -- The figures every surface shows are computed the way the published rollups compute them, so the dashboard, the
 -- CLI and the reports agree: percentiles are the sketch of sketch_macros.sql (within 2.9% of exact), and money
 -- has one headline, `cost_usd_best` (invoice-true where reconciled billing covers the call, else the estimate at
 -- list or price-book price), with `input_cost_usd_best` / `output_cost_usd_best` its prefill / decode sides; the
 -- shares and dominance of money are of the headline. `cost_usd`, `input_cost_usd`, `output_cost_usd` stay the
 -- estimate, `cost_usd_invoice` the invoice-true part.
-CREATE OR REPLACE MACRO workload_stats(since, until) AS TABLE
+-- whether a start time `t` lies in [since, until) (NULL = open), or with `unstarted` is missing
+CREATE OR REPLACE MACRO pl_started_in(t, since, until, unstarted) AS
+  ((since IS NULL OR t >= CAST(since AS TIMESTAMP)) AND (until IS NULL OR t < CAST(until AS TIMESTAMP)))
+  OR (unstarted AND t IS NULL);
+
+-- the calls started in [since, until) with their invoice-true costs (the filter on both sides reads the period's
+-- row groups only)
+CREATE OR REPLACE MACRO workload_calls(since, until, unstarted) AS TABLE
+SELECT r.*, i.input_cost_usd_invoice, i.output_cost_usd_invoice, i.cost_usd_invoice
+FROM requests r
+LEFT JOIN (SELECT * FROM invoice_costs WHERE pl_started_in(started_at, since, until, unstarted)) i USING (call_id)
+WHERE pl_started_in(r.started_at, since, until, unstarted);
+
+-- workload_day_parts: per (workload, UTC day of the start, provider/model) the counts and sums workload_stats adds
+-- up. Grain: workload, day, model (NULL day: the calls without a start).
+CREATE OR REPLACE MACRO workload_day_parts(since, until, unstarted) AS TABLE
+SELECT
+  workload, CAST(started_at AS DATE) AS day, provider || '/' || model AS model,
+  count(*) AS calls,
+  count(*) FILTER (WHERE status = 'error') AS error_calls,
+  min(started_at) AS first_call_at,
+  max(started_at) AS last_call_at,
+  sum(uncached_input_tokens) AS uncached_input_tokens,
+  sum(cache_read_tokens) AS cache_read_tokens,
+  sum(cache_write_tokens) AS cache_write_tokens,
+  sum(output_tokens) AS output_tokens,
+  sum(reasoning_tokens) AS reasoning_tokens,
+  -- time in the prefill phase is the time to the first token (queueing included, as the caller sees it)
+  -- time sums in fixed point (1e-12 s), so they do not depend on the order parallel threads add them in
+  sum(coalesce(ttft_s, prefill_s)::DECIMAL(38, 12)) FILTER (WHERE decode_s IS NOT NULL) AS prefill_time_s,
+  sum(decode_s::DECIMAL(38, 12)) FILTER (WHERE coalesce(ttft_s, prefill_s) IS NOT NULL) AS decode_time_s,
+  sum(queue_s::DECIMAL(38, 12)) FILTER (WHERE ttft_s IS NOT NULL) AS queue_s,
+  sum(ttft_s::DECIMAL(38, 12)) FILTER (WHERE queue_s IS NOT NULL) AS queued_ttft_s,
+  count(*) FILTER (WHERE timing_source IN ('measured', 'events')) AS measured_calls,
+  count(*) FILTER (WHERE timing_source = 'estimated') AS estimated_calls,
+  sum(input_cost_usd) AS input_cost_usd,
+  sum(cache_write_cost_usd) AS cache_write_cost_usd,
+  sum(output_cost_usd) AS output_cost_usd,
+  sum(cost_usd) AS cost_usd,
+  count(cost_usd_invoice) AS invoice_calls,
+  sum(cost_usd_invoice) AS cost_usd_invoice,
+  sum(CASE WHEN cost_usd_invoice IS NOT NULL THEN input_cost_usd_invoice ELSE input_cost_usd END) AS input_cost_usd_best,
+  sum(CASE WHEN cost_usd_invoice IS NOT NULL THEN output_cost_usd_invoice ELSE output_cost_usd END) AS output_cost_usd_best,
+  sum(coalesce(cost_usd_invoice, cost_usd)) AS cost_usd_best,
+  count(*) FILTER (WHERE NOT priced) AS unpriced_calls
+FROM workload_calls(since, until, unstarted)
+GROUP BY ALL;
+
+-- workload_day_hist: per (workload, day) the histogram of each metric, in the rollups' buckets (sketch_macros.sql).
+-- Grain: workload, day, metric, bucket.
+CREATE OR REPLACE MACRO workload_day_hist(since, until, unstarted) AS TABLE
 WITH calls AS (
-  SELECT r.*, i.input_cost_usd_invoice, i.output_cost_usd_invoice, i.cost_usd_invoice
-  FROM requests r LEFT JOIN invoice_costs i USING (call_id)
-  WHERE (since IS NULL OR r.started_at >= CAST(since AS TIMESTAMP))
-    AND (until IS NULL OR r.started_at < CAST(until AS TIMESTAMP))
+  SELECT workload, CAST(started_at AS DATE) AS day, ttft_s, itl_s, e2e_s, input_tokens, output_tokens
+  FROM requests WHERE pl_started_in(started_at, since, until, unstarted)
+)
+SELECT workload, day, metric, bucket, count(*) AS n FROM (
+  SELECT workload, day, 'ttft_s' AS metric, pl_hist_bucket(ttft_s) AS bucket FROM calls WHERE ttft_s IS NOT NULL
+  UNION ALL SELECT workload, day, 'itl_s', pl_hist_bucket(itl_s) FROM calls WHERE itl_s IS NOT NULL
+  UNION ALL SELECT workload, day, 'e2e_s', pl_hist_bucket(e2e_s) FROM calls WHERE e2e_s IS NOT NULL
+  UNION ALL SELECT workload, day, 'input_tokens', pl_hist_bucket(input_tokens) FROM calls WHERE input_tokens IS NOT NULL
+  UNION ALL SELECT workload, day, 'output_tokens', pl_hist_bucket(output_tokens) FROM calls WHERE output_tokens IS NOT NULL
+) GROUP BY ALL;
+
+-- the whole store's parts; a build keeps them as tables and recomputes the days whose calls changed
+CREATE OR REPLACE VIEW workload_days AS SELECT * FROM workload_day_parts(NULL, NULL, true);
+CREATE OR REPLACE VIEW workload_days_hist AS SELECT * FROM workload_day_hist(NULL, NULL, true);
+
+CREATE OR REPLACE MACRO workload_stats(since, until) AS TABLE
+WITH parts AS (
+  -- the whole store's parts as the build keeps them, else the period's
+  SELECT * FROM workload_days WHERE since IS NULL AND until IS NULL
+  UNION ALL SELECT * FROM workload_day_parts(since, until, false) WHERE since IS NOT NULL OR until IS NOT NULL
 ),
 sketch AS (
-  -- histogram of each metric per workload: the rollups' buckets (sketch_macros.sql)
-  SELECT workload, metric, bucket, count(*) AS n FROM (
-    SELECT workload, 'ttft_s' AS metric, pl_hist_bucket(ttft_s) AS bucket FROM calls WHERE ttft_s IS NOT NULL
-    UNION ALL SELECT workload, 'itl_s', pl_hist_bucket(itl_s) FROM calls WHERE itl_s IS NOT NULL
-    UNION ALL SELECT workload, 'e2e_s', pl_hist_bucket(e2e_s) FROM calls WHERE e2e_s IS NOT NULL
-    UNION ALL SELECT workload, 'input_tokens', pl_hist_bucket(input_tokens) FROM calls WHERE input_tokens IS NOT NULL
-    UNION ALL SELECT workload, 'output_tokens', pl_hist_bucket(output_tokens) FROM calls WHERE output_tokens IS NOT NULL
+  SELECT workload, metric, bucket, sum(n) AS n FROM (
+    SELECT * FROM workload_days_hist WHERE since IS NULL AND until IS NULL
+    UNION ALL SELECT * FROM workload_day_hist(since, until, false) WHERE since IS NOT NULL OR until IS NOT NULL
   ) GROUP BY ALL
 ),
 sketch_cum AS (
@@ -55,48 +122,45 @@ contention AS (
          median(concurrency) FILTER (WHERE q = 4) AS concurrency_high,
          median(concurrency) FILTER (WHERE q = 1) AS concurrency_low
   FROM (SELECT workload, call_id, itl_s, concurrency, ntile(4) OVER (PARTITION BY workload ORDER BY concurrency, call_id) AS q
-        FROM calls WHERE itl_s IS NOT NULL AND concurrency IS NOT NULL)
+        FROM requests WHERE itl_s IS NOT NULL AND concurrency IS NOT NULL
+          AND pl_started_in(started_at, since, until, false))
   GROUP BY workload
   HAVING count(*) >= 40 AND max(concurrency) > min(concurrency)
 ),
 store_days AS (
   -- the caching lever is computed over the whole store: its dollars per day use the store's days
-  SELECT workload, count(DISTINCT CAST(started_at AS DATE)) AS store_days FROM requests GROUP BY workload
+  SELECT workload, count(DISTINCT day) AS store_days FROM workload_days GROUP BY workload
 ),
 agg AS (
   SELECT
     workload,
-    count(*) AS calls,
-    count(*) FILTER (WHERE status = 'error') AS error_calls,
-    string_agg(DISTINCT provider || '/' || model, ', ' ORDER BY provider || '/' || model) AS models,
-    min(started_at) AS first_call_at,
-    max(started_at) AS last_call_at,
+    sum(calls)::BIGINT AS calls,
+    sum(error_calls)::BIGINT AS error_calls,
+    string_agg(DISTINCT model, ', ' ORDER BY model) AS models,
+    min(first_call_at) AS first_call_at,
+    max(last_call_at) AS last_call_at,
     sum(uncached_input_tokens)::BIGINT AS uncached_input_tokens,
     sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
     sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
     sum(output_tokens)::BIGINT AS output_tokens,
     sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
-    -- time in the prefill phase is the time to the first token (queueing included, as the caller sees it)
-    -- time sums in fixed point (1e-12 s), so they do not depend on the order parallel threads add them in
-    sum(coalesce(ttft_s, prefill_s)::DECIMAL(38, 12)) FILTER (WHERE decode_s IS NOT NULL)::DOUBLE AS prefill_time_s,
-    sum(decode_s::DECIMAL(38, 12)) FILTER (WHERE coalesce(ttft_s, prefill_s) IS NOT NULL)::DOUBLE AS decode_time_s,
-    sum(queue_s::DECIMAL(38, 12)) FILTER (WHERE ttft_s IS NOT NULL)::DOUBLE
-      / nullif(sum(ttft_s::DECIMAL(38, 12)) FILTER (WHERE queue_s IS NOT NULL)::DOUBLE, 0)
-      AS queue_share_of_ttft,
-    count(*) FILTER (WHERE timing_source IN ('measured', 'events')) AS measured_calls,
-    count(*) FILTER (WHERE timing_source = 'estimated') AS estimated_calls,
+    sum(prefill_time_s)::DOUBLE AS prefill_time_s,
+    sum(decode_time_s)::DOUBLE AS decode_time_s,
+    sum(queue_s)::DOUBLE / nullif(sum(queued_ttft_s)::DOUBLE, 0) AS queue_share_of_ttft,
+    sum(measured_calls)::BIGINT AS measured_calls,
+    sum(estimated_calls)::BIGINT AS estimated_calls,
     sum(input_cost_usd) AS input_cost_usd,
     sum(cache_write_cost_usd) AS cache_write_cost_usd,
-    count(DISTINCT CAST(started_at AS DATE)) AS days,
+    count(DISTINCT day) AS days,
     sum(output_cost_usd) AS output_cost_usd,
     sum(cost_usd) AS cost_usd,
-    count(cost_usd_invoice) AS invoice_calls,
+    sum(invoice_calls)::BIGINT AS invoice_calls,
     sum(cost_usd_invoice) AS cost_usd_invoice,
-    sum(CASE WHEN cost_usd_invoice IS NOT NULL THEN input_cost_usd_invoice ELSE input_cost_usd END) AS input_cost_usd_best,
-    sum(CASE WHEN cost_usd_invoice IS NOT NULL THEN output_cost_usd_invoice ELSE output_cost_usd END) AS output_cost_usd_best,
-    sum(coalesce(cost_usd_invoice, cost_usd)) AS cost_usd_best,
-    count(*) FILTER (WHERE NOT priced) AS unpriced_calls
-  FROM calls
+    sum(input_cost_usd_best) AS input_cost_usd_best,
+    sum(output_cost_usd_best) AS output_cost_usd_best,
+    sum(cost_usd_best) AS cost_usd_best,
+    sum(unpriced_calls)::BIGINT AS unpriced_calls
+  FROM parts
   GROUP BY workload
 ),
 shares AS (
