@@ -456,27 +456,46 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
 AUDIT = "phaselens_audit"
 PER_CALL_AUDITS = frozenset({"call_attribution_once", "calls_priced_or_flagged", "no_negative_tokens_or_durations"})
 """Audits whose offending rows are calls (raw_calls, call_attribution): an incremental build runs them on the calls
-of the recomputed days only, the rows it wrote; the rest (allocation, workload shares) are cheap and global."""
+of the recomputed days only, the rows it wrote."""
+PER_SHARE_AUDITS = frozenset({"allocation_one_share_per_call"})
+"""Audits whose offending rows are invoice shares (allocated_costs): run on the days whose billed money an
+incremental build shared out again. The rest (allocation conserved, workload shares) are global."""
 
 
-def audit_touched(con: duckdb.DuckDBPyConnection, calls_rebuilt: bool) -> None:
+def _audit_scoped(con: duckdb.DuckDBPyConnection, names: list[str], views: dict[str, str]) -> None:
+    """Run `names` with each of `views`' tables replaced by the rows its condition selects."""
+    from .audits import run_audits
+
+    path = con.execute("SELECT current_setting('search_path')").fetchone()[0]
+    con.execute(f"CREATE SCHEMA {AUDIT}")
+    try:
+        for t, cond in views.items():
+            con.execute(f"CREATE VIEW {AUDIT}.{t} AS SELECT * FROM main.{t} WHERE {cond}")
+        con.execute(f"SET search_path = '{AUDIT},main'")
+        run_audits(con, names)
+    finally:
+        con.execute(f"SET search_path = '{path or 'main'}'")
+        try:
+            con.execute(f"DROP SCHEMA {AUDIT} CASCADE")
+        except duckdb.Error:  # a failed statement aborted the build's transaction: its rollback drops the schema
+            pass
+
+
+def audit_touched(con: duckdb.DuckDBPyConnection, calls_rebuilt: bool, allocated: list[date] | None) -> None:
     """The audits of an incremental build: the per-call ones over the recomputed calls (`incr_calls`, when days
-    were rebuilt), every other one over the whole store. A failure raises `AuditError` (the build rolls back)."""
+    were rebuilt), the per-share ones over the re-allocated days (`allocated`; None: every day), every other one
+    over the whole store. A failure raises `AuditError` (the build rolls back)."""
     from .audits import audit_names, run_audits
 
     names = audit_names()
     if calls_rebuilt:
-        path = con.execute("SELECT current_setting('search_path')").fetchone()[0]
-        con.execute(f"CREATE SCHEMA {AUDIT}")
-        try:
-            for t in ("raw_calls", "call_attribution"):
-                con.execute(f"CREATE VIEW {AUDIT}.{t} AS SELECT * FROM main.{t} "
-                            "WHERE call_id IN (SELECT call_id FROM incr_calls)")
-            con.execute(f"SET search_path = '{AUDIT},main'")
-            run_audits(con, [n for n in names if n in PER_CALL_AUDITS])
-        finally:
-            con.execute(f"SET search_path = '{path or 'main'}'")
-        con.execute(f"DROP VIEW {AUDIT}.raw_calls; DROP VIEW {AUDIT}.call_attribution; DROP SCHEMA {AUDIT}")
+        calls = "call_id IN (SELECT call_id FROM incr_calls)"
+        _audit_scoped(con, [n for n in names if n in PER_CALL_AUDITS], {"raw_calls": calls, "call_attribution": calls})
+    shares = [n for n in names if n in PER_SHARE_AUDITS]
+    if allocated is not None and shares:
+        listed = ", ".join(f"DATE '{d}'" for d in allocated) or "NULL"
+        _audit_scoped(con, shares, {"allocated_costs": f"day IN ({listed})"})
+        names = [n for n in names if n not in PER_SHARE_AUDITS]
     run_audits(con, [n for n in names if n not in PER_CALL_AUDITS])
 
 
@@ -562,7 +581,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             stage("reconcile", reconcile)
         stage("workloads", lambda: b.build_workloads(con, workload_days()))
     if days or any(p.new_loads.values()):
-        stage("audits", lambda: audit_touched(con, bool(days)))
+        stage("audits", lambda: audit_touched(con, bool(days), allocated[0]))
     for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",
               "incr_cache_calls"):
         con.execute(f"DROP TABLE IF EXISTS {t}")

@@ -90,6 +90,26 @@ def test_allocation_audit_catches_a_share_counted_twice(built):
     assert [r["call_id"] for r in offending(built, "allocation_one_share_per_call")] == [first]
 
 
+def test_an_incremental_build_checks_the_shares_of_the_days_it_allocated_again(built):
+    """`audit_touched` runs the one-share audit over the re-allocated days' shares: a share counted twice on such
+    a day stops the build; the same defect on a day the build left alone is not its rows (a full build, or an
+    incremental build that re-allocated every day, checks all of them)."""
+    from phaselens.pipeline.incremental import audit_touched
+
+    # a second share of nothing: the money still adds up, so only the one-share audit sees it
+    built.execute("INSERT INTO allocated_costs SELECT * REPLACE (0 AS allocated_cost_usd) FROM allocated_costs "
+                  "ORDER BY call_id LIMIT 1")
+    (day,) = built.execute("SELECT day FROM allocated_costs ORDER BY call_id LIMIT 1").fetchone()
+    (other,) = built.execute("SELECT max(day) FROM allocated_costs WHERE day <> ?", [day]).fetchone()
+    assert other is not None
+    with pytest.raises(AuditError, match="allocation_one_share_per_call"):
+        audit_touched(built, False, [day])
+    with pytest.raises(AuditError, match="allocation_one_share_per_call"):
+        audit_touched(built, False, None)
+    audit_touched(built, False, [other])
+    assert not built.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'phaselens_audit'").fetchone()[0]
+
+
 def test_negative_tokens_and_durations_are_named_by_call_and_column(built):
     a, b = [r[0] for r in built.execute("SELECT call_id FROM raw_calls ORDER BY call_id LIMIT 2").fetchall()]
     built.execute("UPDATE raw_calls SET output_tokens = -3 WHERE call_id = ?", [a])
