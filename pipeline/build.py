@@ -81,7 +81,7 @@ def _settings_table(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     con.execute(f"CREATE OR REPLACE TABLE build_settings AS SELECT {cols}", values)
 
 
-WORKLOAD_PARTS = ("workload_days", "workload_days_hist")
+WORKLOAD_PARTS = ("workload_days", "workload_days_hist", "workload_days_concurrency")
 """The per-day parts `workloads` adds up (pipeline/sql/workloads.sql), kept as tables by a DuckDB build."""
 
 
@@ -101,7 +101,7 @@ def build_workloads(con: duckdb.DuckDBPyConnection, days: list[date | None] | No
         bounds = [(f"TIMESTAMP '{a}'", f"TIMESTAMP '{b}'", "false") for a, b in day_ranges([d for d in days if d])]
         if None in days:  # an empty range and the calls without a start
             bounds.append(("TIMESTAMP '0001-01-01'", "TIMESTAMP '0001-01-01'", "true"))
-        for table, macro in zip(WORKLOAD_PARTS, ("workload_day_parts", "workload_day_hist")):
+        for table, macro in zip(WORKLOAD_PARTS, ("workload_day_parts", "workload_day_hist", "workload_day_concurrency")):
             con.execute(f"DELETE FROM main.{table} WHERE coalesce(day, {NULL_DAY}) IN ({keys})")
             for since, until, unstarted in bounds:
                 con.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {macro}({since}, {until}, {unstarted})")

@@ -4,17 +4,18 @@
 -- for money (cost_diagnosis/cost_lever, dollars per day over the days with calls). Grain: one row per workload. Upstream: requests,
 -- invoice_costs, build_settings, caching_by_workload; the rules (dominance, shape, causes, diagnosis and lever
 -- texts) are the macros of workload_rules.sql. `workloads` is the same over the whole store.
--- Everything but the contention ratio adds up over days: `workload_day_parts` and `workload_day_hist` are the
--- per (workload, UTC day, model) sums and the per (workload, day) histograms, and workload_stats adds them up, so a
--- build keeps them as tables (`workload_days`, `workload_days_hist`) and recomputes only the days whose calls
--- changed. Sums of money are exact decimals, sums of seconds fixed point (1e-12 s): added per day or at once, the
--- same numbers.
+-- Every figure adds up over days: `workload_day_parts`, `workload_day_hist` and `workload_day_concurrency` are the
+-- per (workload, UTC day, model) sums, the per (workload, day) histograms and the per (workload, day, concurrency)
+-- ITL histograms, and workload_stats adds them up, so a build keeps them as tables (`workload_days`,
+-- `workload_days_hist`, `workload_days_concurrency`) and recomputes only the days whose calls changed. Sums of
+-- money are exact decimals, sums of seconds fixed point (1e-12 s): added per day or at once, the same numbers.
 -- The figures every surface shows are computed the way the published rollups compute them, so the dashboard, the
 -- CLI and the reports agree: percentiles are the sketch of sketch_macros.sql (within 2.9% of exact), and money
 -- has one headline, `cost_usd_best` (invoice-true where reconciled billing covers the call, else the estimate at
 -- list or price-book price), with `input_cost_usd_best` / `output_cost_usd_best` its prefill / decode sides; the
 -- shares and dominance of money are of the headline. `cost_usd`, `input_cost_usd`, `output_cost_usd` stay the
 -- estimate, `cost_usd_invoice` the invoice-true part.
+
 -- whether a start time `t` lies in [since, until) (NULL = open), or with `unstarted` is missing
 CREATE OR REPLACE MACRO pl_started_in(t, since, until, unstarted) AS
   ((since IS NULL OR t >= CAST(since AS TIMESTAMP)) AND (until IS NULL OR t < CAST(until AS TIMESTAMP)))
@@ -78,9 +79,18 @@ SELECT workload, day, metric, bucket, count(*) AS n FROM (
   UNION ALL SELECT workload, day, 'output_tokens', pl_hist_bucket(output_tokens) FROM calls WHERE output_tokens IS NOT NULL
 ) GROUP BY ALL;
 
+-- workload_day_concurrency: per (workload, day, concurrency) the histogram of ITL, for the contention ratio (the
+-- calls with both). Grain: workload, day, concurrency, bucket.
+CREATE OR REPLACE MACRO workload_day_concurrency(since, until, unstarted) AS TABLE
+SELECT workload, CAST(started_at AS DATE) AS day, concurrency, pl_hist_bucket(itl_s) AS bucket, count(*) AS n
+FROM requests
+WHERE pl_started_in(started_at, since, until, unstarted) AND itl_s IS NOT NULL AND concurrency IS NOT NULL
+GROUP BY ALL;
+
 -- the whole store's parts; a build keeps them as tables and recomputes the days whose calls changed
 CREATE OR REPLACE VIEW workload_days AS SELECT * FROM workload_day_parts(NULL, NULL, true);
 CREATE OR REPLACE VIEW workload_days_hist AS SELECT * FROM workload_day_hist(NULL, NULL, true);
+CREATE OR REPLACE VIEW workload_days_concurrency AS SELECT * FROM workload_day_concurrency(NULL, NULL, true);
 
 CREATE OR REPLACE MACRO workload_stats(since, until) AS TABLE
 WITH parts AS (
@@ -115,17 +125,66 @@ percentiles AS (
     pl_hist_value(min(bucket) FILTER (WHERE metric = 'e2e_s' AND cum >= pl_hist_rank(0.95, total))) AS e2e_p95_s
   FROM sketch_cum GROUP BY workload
 ),
-contention AS (
-  -- ITL of the calls that ran with the most company vs the least (top vs bottom concurrency quartile)
+itl_by_concurrency AS (
+  SELECT workload, concurrency, bucket, sum(n) AS n FROM (
+    SELECT * FROM workload_days_concurrency WHERE since IS NULL AND until IS NULL
+    UNION ALL SELECT * FROM workload_day_concurrency(since, until, false) WHERE since IS NOT NULL OR until IS NOT NULL
+  ) GROUP BY ALL
+),
+concurrency_cum AS (
+  SELECT workload, concurrency,
+         sum(n) OVER (PARTITION BY workload ORDER BY concurrency ROWS UNBOUNDED PRECEDING) AS cum,
+         sum(n) OVER (PARTITION BY workload) AS total
+  FROM (SELECT workload, concurrency, sum(n) AS n FROM itl_by_concurrency GROUP BY ALL)
+),
+quartiles AS (
+  -- the concurrency of the last call of the quietest quarter and of the first call of the busiest (in order of
+  -- concurrency, the quarters of ntile(4): the first holds ceil(n / 4) calls, the last floor(n / 4))
   SELECT workload,
-         median(itl_s) FILTER (WHERE q = 4) / nullif(median(itl_s) FILTER (WHERE q = 1), 0) AS itl_contention_ratio,
-         median(concurrency) FILTER (WHERE q = 4) AS concurrency_high,
-         median(concurrency) FILTER (WHERE q = 1) AS concurrency_low
-  FROM (SELECT workload, call_id, itl_s, concurrency, ntile(4) OVER (PARTITION BY workload ORDER BY concurrency, call_id) AS q
-        FROM requests WHERE itl_s IS NOT NULL AND concurrency IS NOT NULL
-          AND pl_started_in(started_at, since, until, false))
+         min(concurrency) FILTER (WHERE cum >= ceil(total / 4)) AS low_max,
+         min(concurrency) FILTER (WHERE cum >= total - floor(total / 4) + 1) AS high_min
+  FROM concurrency_cum
   GROUP BY workload
-  HAVING count(*) >= 40 AND max(concurrency) > min(concurrency)
+  HAVING max(total) >= 40 AND max(concurrency) > min(concurrency)
+),
+sides AS (
+  -- the quietest calls (concurrency at most the quietest quarter's highest) and the busiest (at least the
+  -- busiest quarter's lowest); calls tied on a boundary concurrency are all on that side
+  SELECT i.workload, 'low' AS side, i.concurrency, i.bucket, i.n
+  FROM itl_by_concurrency i JOIN quartiles q USING (workload) WHERE i.concurrency <= q.low_max
+  UNION ALL
+  SELECT i.workload, 'high', i.concurrency, i.bucket, i.n
+  FROM itl_by_concurrency i JOIN quartiles q USING (workload) WHERE i.concurrency >= q.high_min
+),
+side_itl AS (
+  -- each side's median ITL from its histogram (the sketch every percentile uses)
+  SELECT workload, side, pl_hist_value(min(bucket) FILTER (WHERE cum >= pl_hist_rank(0.5, total))) AS itl_p50_s
+  FROM (SELECT workload, side, bucket,
+               sum(n) OVER (PARTITION BY workload, side ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS cum,
+               sum(n) OVER (PARTITION BY workload, side) AS total
+        FROM (SELECT workload, side, bucket, sum(n) AS n FROM sides GROUP BY ALL))
+  GROUP BY ALL
+),
+side_concurrency AS (
+  -- each side's median concurrency, exact: the middle value, or the mean of the two middle values
+  SELECT workload, side,
+         (min(concurrency) FILTER (WHERE cum > floor((total - 1) / 2))
+          + min(concurrency) FILTER (WHERE cum > ceil((total - 1) / 2))) / 2 AS concurrency_p50
+  FROM (SELECT workload, side, concurrency,
+               sum(n) OVER (PARTITION BY workload, side ORDER BY concurrency ROWS UNBOUNDED PRECEDING) AS cum,
+               sum(n) OVER (PARTITION BY workload, side) AS total
+        FROM (SELECT workload, side, concurrency, sum(n) AS n FROM sides GROUP BY ALL))
+  GROUP BY ALL
+),
+contention AS (
+  -- ITL of the calls that ran with the most company vs the least (the busiest vs the quietest quarter)
+  SELECT i.workload,
+         max(i.itl_p50_s) FILTER (WHERE i.side = 'high') / nullif(max(i.itl_p50_s) FILTER (WHERE i.side = 'low'), 0)
+           AS itl_contention_ratio,
+         max(c.concurrency_p50) FILTER (WHERE c.side = 'high') AS concurrency_high,
+         max(c.concurrency_p50) FILTER (WHERE c.side = 'low') AS concurrency_low
+  FROM side_itl i JOIN side_concurrency c USING (workload, side)
+  GROUP BY i.workload
 ),
 store_days AS (
   -- the caching lever is computed over the whole store: its dollars per day use the store's days
