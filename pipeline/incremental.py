@@ -332,6 +332,10 @@ RC_CALL_COLUMNS = ("call_id", "started_at", "provider", "model", "uncached_input
                    "cache_write_tokens", "output_tokens", "source", "instrumentation", "streaming", "workload_hint",
                    "service", "team", "project")
 """The columns of raw_calls that reconciliation.sql and allocation.sql read."""
+WHATIF_REQUEST_COLUMNS = ("workload", "call_id", "started_at", "operation", "provider", "model", "status",
+                          "uncached_input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens",
+                          "output_tokens", "ttft_s", "decode_s", "itl_s", "e2e_s", "timing_source", "cost_usd", "priced")
+"""The columns of `requests` that whatif_calls.sql reads (the touched days' are copied for it, not the wide ones)."""
 
 
 def _rc_days_sql() -> str:
@@ -572,7 +576,8 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             s.splice(SLICED["attribution"])
             stage("workloads", lambda: b.build_workloads(con, workload_days()))
             # the what-if picks per (workload, day): the recomputed days' requests are all it reads
-            con.execute(f"CREATE TABLE {SCRATCH}.requests AS SELECT * FROM main.requests WHERE {started_within(touched)}")
+            con.execute(f"CREATE TABLE {SCRATCH}.requests AS SELECT {', '.join(WHATIF_REQUEST_COLUMNS)} "
+                        f"FROM main.requests WHERE {started_within(touched)}")
             s.inside()
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])

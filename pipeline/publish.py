@@ -256,7 +256,8 @@ def _write_relations(
     days: Iterable[date] | None = None, previous: str | None = None,
 ) -> None:
     for view, (source, select) in OPTIONAL_INPUTS.items():
-        body = select if relation_exists(con, source) else EMPTY_INPUTS[view]
+        # the invoice side of the days being computed only: the filter on the start narrows the calls first
+        body = f"{select} WHERE {_calls_filter(days)}" if relation_exists(con, source) else EMPTY_INPUTS[view]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {body}")
     con.execute(sql_text("sketch_macros").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
     # the calls of the days being computed (the rollups never read the attributes or prefix hashes): a few days'

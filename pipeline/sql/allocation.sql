@@ -66,20 +66,19 @@ LEFT JOIN allocated a ON a.provider = r.provider AND a.model IS NOT DISTINCT FRO
 WHERE r.billed_cost_usd IS NOT NULL
 ORDER BY r.provider, r.model NULLS LAST, r.day, r.token_type;
 
+-- invoice_costs sums a call's shares after the join, grouped by the call's id and start (the other columns are the
+-- call's own: one row per call_id), so a filter on the start narrows the calls before any share is summed
 CREATE OR REPLACE VIEW invoice_costs AS
 SELECT
-  c.call_id, c.started_at, c.provider, c.model,
-  coalesce(w.workload, default_workload(c.workload_hint, c.service)) AS workload,
-  c.team, c.project,
-  a.input_cost_usd_invoice,                                -- uncached input + cache read + cache write (prefill)
-  a.output_cost_usd_invoice,                               -- output, reasoning included (decode)
-  a.cost_usd_invoice                                       -- NULL: no billed cell covers the call
+  c.call_id, c.started_at, any_value(c.provider) AS provider, any_value(c.model) AS model,
+  any_value(coalesce(w.workload, default_workload(c.workload_hint, c.service))) AS workload,
+  any_value(c.team) AS team, any_value(c.project) AS project,
+  CAST(sum(a.allocated_cost_usd) FILTER (WHERE a.token_type <> 'output') AS DECIMAL(38, 12))
+    AS input_cost_usd_invoice,                             -- uncached input + cache read + cache write (prefill)
+  CAST(sum(a.allocated_cost_usd) FILTER (WHERE a.token_type = 'output') AS DECIMAL(38, 12))
+    AS output_cost_usd_invoice,                            -- output, reasoning included (decode)
+  CAST(sum(a.allocated_cost_usd) AS DECIMAL(38, 12)) AS cost_usd_invoice  -- NULL: no billed cell covers the call
 FROM raw_calls c
 LEFT JOIN call_workload w ON w.call_id = c.call_id
-LEFT JOIN (
-  SELECT call_id,
-    CAST(sum(allocated_cost_usd) FILTER (WHERE token_type <> 'output') AS DECIMAL(38, 12)) AS input_cost_usd_invoice,
-    CAST(sum(allocated_cost_usd) FILTER (WHERE token_type = 'output') AS DECIMAL(38, 12)) AS output_cost_usd_invoice,
-    CAST(sum(allocated_cost_usd) AS DECIMAL(38, 12)) AS cost_usd_invoice
-  FROM allocated_costs GROUP BY call_id
-) a ON a.call_id = c.call_id;
+LEFT JOIN allocated_costs a ON a.call_id = c.call_id
+GROUP BY c.call_id, c.started_at;
