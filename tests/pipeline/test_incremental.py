@@ -122,6 +122,19 @@ def _sequence(rng: random.Random) -> list[tuple]:
     return steps
 
 
+def _load(con, i: int, step: tuple) -> bool:
+    """Apply step `i` of a sequence if it is a load (load id `L<i>`); False for a build step."""
+    if step[0] == "calls":
+        _load_calls(con, f"L{i}", *step[1:])
+    elif step[0] == "billing":
+        _load_billing(con, f"L{i}", step[1])
+    elif step[0] == "unstarted":
+        _load_unstarted(con, f"L{i}", step[1])
+    else:
+        return False
+    return True
+
+
 def _snapshot(con) -> dict[str, list[tuple]]:
     tables = [r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND NOT temporary ORDER BY 1").fetchall()]
@@ -188,13 +201,7 @@ def test_incremental_build_equals_full_build(bases, tmp_path, seed):
     steps = _sequence(rng)
     results = []
     for i, step in enumerate(steps):
-        if step[0] == "calls":
-            _load_calls(con, f"L{i}", *step[1:])
-        elif step[0] == "billing":
-            _load_billing(con, f"L{i}", step[1])
-        elif step[0] == "unstarted":
-            _load_unstarted(con, f"L{i}", step[1])
-        else:
+        if not _load(con, i, step):
             results.append(build(con, cfg))
     results.append(build(con, cfg))
     assert not any(r.full for r in results), (steps, [r.reason for r in results])
@@ -267,13 +274,7 @@ def test_incremental_publish_after_each_build_equals_a_full_publish(bases, tmp_p
     basis = store_basis(con)
     computed = []
     for i, step in enumerate([*_sequence(rng), ("build",)]):
-        if step[0] == "calls":
-            _load_calls(con, f"L{i}", *step[1:])
-        elif step[0] == "billing":
-            _load_billing(con, f"L{i}", step[1])
-        elif step[0] == "unstarted":
-            _load_unstarted(con, f"L{i}", step[1])
-        else:
+        if not _load(con, i, step):
             r = build(con, cfg)
             assert not r.full, r.reason
             path = publish(con, db, cfg, days=build_days(r), since=basis)
