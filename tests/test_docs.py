@@ -17,6 +17,7 @@ DOCS = {
     "rejects": "store.md", "loads": "store.md", "source_gaps": "store.md", "latency_fits": "latency.md", "caching_opportunity": "caching.md",
     "caching_by_workload": "caching.md", "reconciliation": "reconciliation.md", "untraced_costs": "reconciliation.md",
     "allocated_costs": "reconciliation.md", "deployment_costs": "pricebook.md", "whatif_calls": "whatif.md",
+    "workload_days": "store.md", "workload_days_hist": "store.md", "workload_days_concurrency": "store.md",
 }
 
 
