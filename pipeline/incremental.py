@@ -272,7 +272,7 @@ class Scratch:
     of them: the recomputed days with every call in flight during one of them (concurrency counts the calls in
     flight, whenever they started), or the caching stages' days and their reach."""
 
-    CONTEXTS = ("incr_context", "incr_cache_context")
+    TOUCHED, CACHE = "incr_context", "incr_cache_context"  # the temp tables of the two contexts
 
     def __init__(self, con: duckdb.DuckDBPyConnection, days: list[date | None]):
         self.con, self.days = con, days
@@ -281,9 +281,10 @@ class Scratch:
 
     def __enter__(self) -> Scratch:
         self.con.execute(f"CREATE SCHEMA {SCRATCH}")
-        self.con.execute("CREATE OR REPLACE TEMP TABLE incr_context AS SELECT * FROM main.raw_calls WHERE "
-                         + started_within(self.days, in_flight=True))
-        self.context("incr_context")
+        if self.days:  # no day: no context (a build of billing lines alone reconciles from its own)
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {self.TOUCHED} AS SELECT * FROM main.raw_calls WHERE "
+                             + started_within(self.days, in_flight=True))
+            self.context(self.TOUCHED)
         return self
 
     def context(self, table: str, days: list[date | None] | None = None) -> None:
@@ -340,7 +341,7 @@ class Scratch:
             for t in left:
                 self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
             self.con.execute(f"DROP SCHEMA {SCRATCH}")
-            for t in self.CONTEXTS:
+            for t in (self.TOUCHED, self.CACHE):
                 self.con.execute(f"DROP TABLE IF EXISTS temp.main.{t}")
 
 
@@ -554,11 +555,14 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
     def reconcile() -> None:
         allocated[0] = reconcile_touched(con, config, billing_loads)
 
+    def changed_days() -> list[date] | None:
+        """The days whose calls' rows or invoice-true costs changed (None: every day), once reconciled."""
+        return None if allocated[0] is None else sorted(changed | set(allocated[0]))
+
     def workload_days() -> list[date | None] | None:
-        """The days whose `workloads` parts change: their calls' rows or invoice-true costs (None: every day)."""
-        if allocated[0] is None:
-            return None
-        return sorted(changed | set(allocated[0])) + ([None] if None in touched else [])
+        """The days whose `workloads` parts change: those, and the calls without a start if they were touched."""
+        days_changed = changed_days()
+        return None if days_changed is None else days_changed + ([None] if None in touched else [])
 
     stage("settings", lambda: b._settings_table(con, config))
     if days:
@@ -581,18 +585,18 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             s.release()
             stage("reconcile", reconcile)
             s.inside()
-            s.copy_context("incr_cache_context", cache_context)
+            s.copy_context(s.CACHE, cache_context)
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
             s.splice(SLICED["caching reuse"], "incr_cache_days", "incr_cache_calls")
             # the caching lever's sums of every day whose calls' reuse may have changed, then the whole-store rows
             # summed over the days
             s.inside()
-            s.context("incr_cache_context", days)  # a subset of the reuse stage's context
+            s.context(s.CACHE, days)  # a subset of the reuse stage's context
             stage("caching days", lambda: build_caching(con, config.caching, "days"))
             s.splice(SLICED["caching days"], "incr_cache_days", "incr_cache_calls")
             stage("caching", lambda: build_caching(con, config.caching, "merge"))
             s.inside()
-            s.context("incr_context")
+            s.context(s.TOUCHED)
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))
             s.splice(SLICED["attribution"])
             stage("workloads", lambda: b.build_workloads(con, workload_days()))
@@ -603,8 +607,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])
     elif any(p.new_loads.values()):  # billing lines alone: the invoice side, and `workloads` that reads it
-        with Scratch(con, []) as s:
-            s.release()  # reconciliation makes its own context
+        with Scratch(con, []):
             stage("reconcile", reconcile)
         stage("workloads", lambda: b.build_workloads(con, workload_days()))
     if days or any(p.new_loads.values()):
@@ -612,4 +615,4 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
     for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",
               "incr_cache_calls"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    return days, None if allocated[0] is None else sorted(changed | set(allocated[0]))
+    return days, changed_days()

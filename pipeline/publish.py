@@ -70,11 +70,14 @@ OPTIONAL_MACROS: dict[str, tuple[str, ...]] = {
     "rollup_macros_caching": ("caching_opportunity",),
 }
 
-# Inputs that exist only after some build stage, with the typed empty stand-in used before then.
+# Inputs that exist only after some build stage, with the typed empty stand-in used before then; `{calls}` is the
+# condition selecting the calls of the days being computed.
 OPTIONAL_INPUTS: dict[str, tuple[str, str]] = {
     "_pl_invoice_costs": (
         "invoice_costs",
-        "SELECT call_id, input_cost_usd_invoice, output_cost_usd_invoice, cost_usd_invoice FROM invoice_costs",
+        # the invoice side of the days being computed only: the filter on the start narrows the calls first
+        "SELECT call_id, input_cost_usd_invoice, output_cost_usd_invoice, cost_usd_invoice FROM invoice_costs "
+        "WHERE {calls}",
     ),
 }
 EMPTY_INPUTS: dict[str, str] = {
@@ -256,8 +259,7 @@ def _write_relations(
     days: Iterable[date] | None = None, previous: str | None = None,
 ) -> None:
     for view, (source, select) in OPTIONAL_INPUTS.items():
-        # the invoice side of the days being computed only: the filter on the start narrows the calls first
-        body = f"{select} WHERE {_calls_filter(days)}" if relation_exists(con, source) else EMPTY_INPUTS[view]
+        body = select.format(calls=_calls_filter(days)) if relation_exists(con, source) else EMPTY_INPUTS[view]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {body}")
     con.execute(sql_text("sketch_macros").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
     # the calls of the days being computed (the rollups never read the attributes or prefix hashes): a few days'

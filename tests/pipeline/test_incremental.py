@@ -122,6 +122,15 @@ def _sequence(rng: random.Random) -> list[tuple]:
     return steps
 
 
+def _seeded_store(bases, tmp_path, seed: int):
+    """The random source of sequence `seed`, its configuration (demo or default, by parity) and a copy of that
+    configuration's built base store: (rng, config, path, connection)."""
+    name = "demo" if seed % 2 == 0 else "default"
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(bases[name].read_bytes())
+    return random.Random(seed), load_config(CONFIGS[name]), db, connect(db)
+
+
 def _load(con, i: int, step: tuple) -> bool:
     """Apply step `i` of a sequence if it is a load (load id `L<i>`); False for a build step."""
     if step[0] == "calls":
@@ -192,12 +201,7 @@ def bases(template, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(SEQUENCES))
 def test_incremental_build_equals_full_build(bases, tmp_path, seed):
-    rng = random.Random(seed)
-    name = "demo" if seed % 2 == 0 else "default"
-    cfg = load_config(CONFIGS[name])
-    db = tmp_path / "s.duckdb"
-    db.write_bytes(bases[name].read_bytes())
-    con = connect(db)
+    rng, cfg, db, con = _seeded_store(bases, tmp_path, seed)
     steps = _sequence(rng)
     results = []
     for i, step in enumerate(steps):
@@ -264,12 +268,7 @@ def test_incremental_publish_after_each_build_equals_a_full_publish(bases, tmp_p
     from phaselens.pipeline.publish import build_days, publish, store_basis
     from tests.app.test_publish_incremental import VOLATILE, meta, snapshot_rows
 
-    rng = random.Random(seed)
-    name = "demo" if seed % 2 == 0 else "default"
-    cfg = load_config(CONFIGS[name])
-    db = tmp_path / "s.duckdb"
-    db.write_bytes(bases[name].read_bytes())
-    con = connect(db)
+    rng, cfg, db, con = _seeded_store(bases, tmp_path, seed)
     publish(con, db, cfg)
     basis = store_basis(con)
     computed = []
