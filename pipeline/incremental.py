@@ -161,6 +161,7 @@ SLICED: dict[str, tuple[str, ...]] = {
 RECONCILED = ("reconciliation", "allocated_costs", "untraced_costs")
 BY_DAY_COLUMN = {"latency_fits", "whatif_calls", "caching_days", *RECONCILED}
 BY_HOUR_COLUMN = {"deployment_costs"}
+BY_START_COLUMN = {"call_attribution"}  # per call, with the call's start: spliced by the start's day, which prunes
 
 # deployment_costs: the hours of a deployment's period without a call are idle rows; the period runs from its
 # first to its last call hour unless active_from/active_to fix it, so a new day can widen it anywhere.
@@ -263,6 +264,17 @@ def started_within(days: list[date | None], in_flight: bool = False, alias: str 
     return " OR ".join(parts) or "false"
 
 
+def requests_within(days: list[date | None], columns: str = "*") -> str:
+    """A query of `columns` of `requests` for the calls that started on `days` (None: the calls without a start),
+    through `requests_in` (pipeline/sql/views.sql), which filters raw_calls and call_attribution on their own start
+    so both read only those days' row groups."""
+    parts = [f"SELECT {columns} FROM requests_in(TIMESTAMP '{a}', TIMESTAMP '{b}', false)"
+             for a, b in day_ranges([d for d in days if d is not None])]
+    if None in days:  # an empty range and the calls without a start
+        parts.append(f"SELECT {columns} FROM requests_in(TIMESTAMP '0001-01-01', TIMESTAMP '0001-01-01', true)")
+    return " UNION ALL ".join(parts) or f"SELECT {columns} FROM requests WHERE false"
+
+
 class Scratch:
     """Run a stage's unchanged SQL on the context calls: a schema first in the search path holds `raw_calls`
     (the context) and receives the stage's tables, which are then spliced into main for the recomputed days.
@@ -321,6 +333,11 @@ class Scratch:
                 self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM {days})")
                 self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
                                  f"WHERE {key} IN (SELECT dkey FROM {days})")
+            elif t in BY_START_COLUMN:  # the touched days' calls (a retired call's old day is touched too)
+                assert days == "incr_days", t
+                self.con.execute(f"DELETE FROM main.{t} WHERE {started_within(self.days)}")
+                self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
+                                 f"WHERE {started_within(self.days)}")
             elif t in BY_DAY_COLUMN:
                 key = f"coalesce(day, {NULL_DAY})"
                 self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM {days})")
@@ -506,15 +523,15 @@ def _audit_scoped(con: duckdb.DuckDBPyConnection, names: list[str], views: dict[
             pass
 
 
-def audit_touched(con: duckdb.DuckDBPyConnection, calls_rebuilt: bool, allocated: list[date] | None) -> None:
-    """The audits of an incremental build: the per-call ones over the recomputed calls (`incr_calls`, when days
-    were rebuilt), the per-share ones over the re-allocated days (`allocated`; None: every day), every other one
+def audit_touched(con: duckdb.DuckDBPyConnection, rebuilt: list[date | None], allocated: list[date] | None) -> None:
+    """The audits of an incremental build: the per-call ones over the calls of the days whose calls were
+    recomputed (`rebuilt`), the per-share ones over the re-allocated days (`allocated`; None: every day), every other one
     over the whole store. A failure raises `AuditError` (the build rolls back)."""
     from .audits import audit_names, run_audits
 
     names = audit_names()
-    if calls_rebuilt:
-        calls = "call_id IN (SELECT call_id FROM incr_calls)"
+    if rebuilt:
+        calls = started_within(rebuilt)  # the calls of those days (a retired call's old day is one of them)
         _audit_scoped(con, [n for n in names if n in PER_CALL_AUDITS], {"raw_calls": calls, "call_attribution": calls})
     shares = [n for n in names if n in PER_SHARE_AUDITS]
     if allocated is not None and shares:
@@ -601,8 +618,8 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             s.splice(SLICED["attribution"])
             stage("workloads", lambda: b.build_workloads(con, workload_days()))
             # the what-if picks per (workload, day): the recomputed days' requests are all it reads
-            con.execute(f"CREATE TABLE {SCRATCH}.requests AS SELECT {', '.join(WHATIF_REQUEST_COLUMNS)} "
-                        f"FROM main.requests WHERE {started_within(touched)}")
+            con.execute(f"CREATE TABLE {SCRATCH}.requests AS "
+                        + requests_within(touched, ", ".join(WHATIF_REQUEST_COLUMNS)))
             s.inside()
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])
@@ -611,7 +628,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             stage("reconcile", reconcile)
         stage("workloads", lambda: b.build_workloads(con, workload_days()))
     if days or any(p.new_loads.values()):
-        stage("audits", lambda: audit_touched(con, bool(days), allocated[0]))
+        stage("audits", lambda: audit_touched(con, touched if days else [], allocated[0]))
     for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",
               "incr_cache_calls"):
         con.execute(f"DROP TABLE IF EXISTS {t}")

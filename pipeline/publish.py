@@ -32,7 +32,7 @@ import duckdb
 from phaselens.models.config import Config
 
 from .errors import StoreError
-from .incremental import started_within
+from .incremental import requests_within, started_within
 from .store import relation_exists, sql_text
 
 FORMAT_VERSION = 2
@@ -266,10 +266,9 @@ def _write_relations(
     # calls are read once into a temp table; every day's are streamed from the view by each rollup instead, so a
     # full publish does not hold the whole store
     kind = "VIEW" if days is None else "TABLE"
-    con.execute(
-        f"CREATE OR REPLACE TEMP {kind} _pl_calls AS SELECT * EXCLUDE (attributes_json, prefix_hashes, prefix_tokens) "
-        f"FROM requests WHERE {_calls_filter(days)}"
-    )
+    columns = "* EXCLUDE (attributes_json, prefix_hashes, prefix_tokens)"
+    con.execute(f"CREATE OR REPLACE TEMP {kind} _pl_calls AS "
+                + (f"SELECT {columns} FROM requests" if days is None else requests_within([*days, None], columns)))
     for name in PARTITION_FILES:
         con.execute(sql_text(name))
     con.execute(f"DROP {kind} _pl_calls")

@@ -115,6 +115,18 @@ text and sketch macros are stored, not temporary: the build's stored macros (wor
 reader's cursor is a connection of its own that would not see a temporary one."""
 
 
+def _add_attribution_start(con: duckdb.DuckDBPyConnection) -> None:
+    """A store built before call_attribution kept the start of each call gains the column, filled from raw_calls,
+    so `requests` (which joins on it) keeps its attribution until the next build."""
+    has = con.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() "
+                      "AND schema_name = 'main' AND table_name = 'call_attribution' AND column_name = 'started_at'"
+                      ).fetchone()[0]
+    if has:
+        return
+    con.execute("ALTER TABLE call_attribution ADD COLUMN started_at TIMESTAMP")
+    con.execute("UPDATE call_attribution a SET started_at = c.started_at FROM raw_calls c WHERE c.call_id = a.call_id")
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the raw tables and the public views if they do not exist yet."""
     con.execute(META_DDL)
@@ -133,6 +145,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(REPLACED_DDL)
     for name in STORE_SCHEMA_FILES:
         con.execute(sql_text(name))
+        if name == "call_attribution_ddl":
+            _add_attribution_start(con)
     con.execute(
         "INSERT OR REPLACE INTO phaselens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
     )

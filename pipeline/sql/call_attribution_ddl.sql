@@ -2,6 +2,7 @@
 -- Empty until the first build; `requests` left-joins it so the view works before any build.
 CREATE TABLE IF NOT EXISTS call_attribution (
   call_id VARCHAR,
+  started_at TIMESTAMP,                  -- the call's start (raw_calls.started_at) when it was built
   workload VARCHAR,                      -- from the workload rules (config), else the default rule
   ttft_s DOUBLE,                         -- measured, or estimated by the latency fit
   prefill_s DOUBLE,

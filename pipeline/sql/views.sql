@@ -1,8 +1,14 @@
 -- Public read model. Every view here is documented in docs/store.md; columns are stable.
 
--- requests: one row per model call. Grain: call_id. Upstream: raw_calls, call_attribution.
--- Timing columns prefer the measured value and fall back to the build's estimate.
-CREATE OR REPLACE VIEW requests AS
+-- whether a start time `t` lies in [since, until) (NULL = open), or with `unstarted` is missing
+CREATE OR REPLACE MACRO pl_started_in(t, since, until, unstarted) AS
+  ((since IS NULL OR t >= CAST(since AS TIMESTAMP)) AND (until IS NULL OR t < CAST(until AS TIMESTAMP)))
+  OR (unstarted AND t IS NULL);
+
+-- requests_in(since, until, unstarted): the rows of `requests` whose call started in [since, until) (or without a
+-- start, with `unstarted`). Both sides are filtered on their own start (call_attribution keeps the start it was
+-- built with), so a period's read skips the other periods' row groups of both tables.
+CREATE OR REPLACE MACRO requests_in(since, until, unstarted) AS TABLE
 SELECT
   c.call_id, c.trace_id, c.span_id, c.parent_span_id, c.source, c.convention, c.instrumentation, c.load_id,
   c.source_locator,
@@ -30,8 +36,12 @@ SELECT
   c.provided_cost_usd,
   c.prefix_hashes, c.prefix_tokens,
   c.attributes_json
-FROM raw_calls c
-LEFT JOIN call_attribution a USING (call_id);
+FROM (SELECT * FROM raw_calls WHERE pl_started_in(started_at, since, until, unstarted)) c
+LEFT JOIN (SELECT * FROM call_attribution WHERE pl_started_in(started_at, since, until, unstarted)) a USING (call_id);
+
+-- requests: one row per model call. Grain: call_id. Upstream: raw_calls, call_attribution.
+-- Timing columns prefer the measured value and fall back to the build's estimate.
+CREATE OR REPLACE VIEW requests AS SELECT * FROM requests_in(NULL, NULL, true);
 
 -- billing_lines: one row per provider line item. Grain: billing_line_id.
 CREATE OR REPLACE VIEW billing_lines AS SELECT * FROM raw_billing_lines;

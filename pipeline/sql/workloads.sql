@@ -16,18 +16,12 @@
 -- shares and dominance of money are of the headline. `cost_usd`, `input_cost_usd`, `output_cost_usd` stay the
 -- estimate, `cost_usd_invoice` the invoice-true part.
 
--- whether a start time `t` lies in [since, until) (NULL = open), or with `unstarted` is missing
-CREATE OR REPLACE MACRO pl_started_in(t, since, until, unstarted) AS
-  ((since IS NULL OR t >= CAST(since AS TIMESTAMP)) AND (until IS NULL OR t < CAST(until AS TIMESTAMP)))
-  OR (unstarted AND t IS NULL);
-
 -- the calls started in [since, until) with their invoice-true costs (the filter on both sides reads the period's
 -- row groups only)
 CREATE OR REPLACE MACRO workload_calls(since, until, unstarted) AS TABLE
 SELECT r.*, i.input_cost_usd_invoice, i.output_cost_usd_invoice, i.cost_usd_invoice
-FROM requests r
-LEFT JOIN (SELECT * FROM invoice_costs WHERE pl_started_in(started_at, since, until, unstarted)) i USING (call_id)
-WHERE pl_started_in(r.started_at, since, until, unstarted);
+FROM requests_in(since, until, unstarted) r
+LEFT JOIN (SELECT * FROM invoice_costs WHERE pl_started_in(started_at, since, until, unstarted)) i USING (call_id);
 
 -- workload_day_parts: per (workload, UTC day of the start, provider/model) the counts and sums workload_stats adds
 -- up. Grain: workload, day, model (NULL day: the calls without a start).
@@ -69,7 +63,7 @@ GROUP BY ALL;
 CREATE OR REPLACE MACRO workload_day_hist(since, until, unstarted) AS TABLE
 WITH calls AS (
   SELECT workload, CAST(started_at AS DATE) AS day, ttft_s, itl_s, e2e_s, input_tokens, output_tokens
-  FROM requests WHERE pl_started_in(started_at, since, until, unstarted)
+  FROM requests_in(since, until, unstarted)
 )
 SELECT workload, day, metric, bucket, count(*) AS n FROM (
   SELECT workload, day, 'ttft_s' AS metric, pl_hist_bucket(ttft_s) AS bucket FROM calls WHERE ttft_s IS NOT NULL
@@ -83,8 +77,8 @@ SELECT workload, day, metric, bucket, count(*) AS n FROM (
 -- calls with both). Grain: workload, day, concurrency, bucket.
 CREATE OR REPLACE MACRO workload_day_concurrency(since, until, unstarted) AS TABLE
 SELECT workload, CAST(started_at AS DATE) AS day, concurrency, pl_hist_bucket(itl_s) AS bucket, count(*) AS n
-FROM requests
-WHERE pl_started_in(started_at, since, until, unstarted) AND itl_s IS NOT NULL AND concurrency IS NOT NULL
+FROM requests_in(since, until, unstarted)
+WHERE itl_s IS NOT NULL AND concurrency IS NOT NULL
 GROUP BY ALL;
 
 -- the whole store's parts; a build keeps them as tables and recomputes the days whose calls changed

@@ -92,8 +92,8 @@ def test_percentiles_from_histograms_are_within_half_a_bucket(synthetic, p):
 def test_money_sums_are_exact_decimals(synthetic):
     db, con, _ = synthetic
     # stand-in costs as the build would leave them: one exact DECIMAL per call
-    con.execute("INSERT INTO call_attribution (call_id, input_cost_usd, output_cost_usd, cost_usd, priced) "
-                "SELECT call_id, 0.000000000001 * (row_number() OVER (ORDER BY call_id)), 0.1, "
+    con.execute("INSERT INTO call_attribution (call_id, started_at, input_cost_usd, output_cost_usd, cost_usd, priced) "
+                "SELECT call_id, started_at, 0.000000000001 * (row_number() OVER (ORDER BY call_id)), 0.1, "
                 "0.000000000001 * (row_number() OVER (ORDER BY call_id)) + 0.1, true FROM raw_calls")
     publish(con, db)
     expected = Decimal(sum(range(1, 601))) * Decimal("1e-12") + Decimal("60")

@@ -103,10 +103,10 @@ def test_an_incremental_build_checks_the_shares_of_the_days_it_allocated_again(b
     (other,) = built.execute("SELECT max(day) FROM allocated_costs WHERE day <> ?", [day]).fetchone()
     assert other is not None
     with pytest.raises(AuditError, match="allocation_one_share_per_call"):
-        audit_touched(built, False, [day])
+        audit_touched(built, [], [day])
     with pytest.raises(AuditError, match="allocation_one_share_per_call"):
-        audit_touched(built, False, None)
-    audit_touched(built, False, [other])
+        audit_touched(built, [], None)
+    audit_touched(built, [], [other])
     assert not built.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'phaselens_audit'").fetchone()[0]
 
 
@@ -134,6 +134,23 @@ def test_missing_and_duplicated_calls_are_named(built):
     rows = offending(built, "call_attribution_once")
     assert [(r["call_id"], r["rows_in_call_attribution"], r["problem"]) for r in rows] == [
         (a, 0, "missing"), (b, 2, "duplicated")]
+
+
+def test_an_incremental_build_checks_the_calls_of_the_days_it_rebuilt(built):
+    """`audit_touched` runs the per-call audits over the calls that started on the rebuilt days: a call attributed
+    twice on such a day stops the build; the same defect on a day the build left alone is not its rows."""
+    from phaselens.pipeline.incremental import audit_touched
+
+    call_id, started = built.execute("SELECT call_id, started_at FROM raw_calls ORDER BY call_id LIMIT 1").fetchone()
+    day = started.date()
+    (other,) = built.execute("SELECT max(CAST(started_at AS DATE)) FROM raw_calls WHERE CAST(started_at AS DATE) <> ?",
+                             [day]).fetchone()
+    assert other is not None
+    built.execute("INSERT INTO call_attribution SELECT * FROM call_attribution WHERE call_id = ?", [call_id])
+    with pytest.raises(AuditError, match="call_attribution_once") as err:
+        audit_touched(built, [day], [])
+    assert call_id in str(err.value)
+    audit_touched(built, [other], [])
 
 
 def test_a_share_outside_zero_to_one_is_named(built):

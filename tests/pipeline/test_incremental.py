@@ -288,3 +288,24 @@ def test_incremental_publish_after_each_build_equals_a_full_publish(bases, tmp_p
     for t in full:
         assert incremental[t] == full[t], (t, computed)
     con.close()
+
+
+def test_a_store_built_before_attribution_kept_the_start_gains_it(template, tmp_path):
+    """call_attribution keeps each call's start (requests joins on it, so a period's reads prune by it). A store
+    built before that gains the column, filled from raw_calls, when it is next opened for writing: `requests`
+    keeps its attribution until the next build."""
+    db = tmp_path / "old.duckdb"
+    db.write_bytes(template.read_bytes())
+    con = connect(db)
+    _load_calls(con, "A", 0, 0, 0)
+    build(con, load_config(None))
+    expected = con.execute("SELECT call_id, workload, cost_usd FROM requests ORDER BY call_id").fetchall()
+    # the store as an older phaselens left it: no start in call_attribution, and its view joined on call_id alone
+    con.execute("CREATE OR REPLACE VIEW requests AS SELECT 1 AS x")
+    con.execute("ALTER TABLE call_attribution DROP COLUMN started_at")
+    con.close()
+    con = connect(db)
+    assert con.execute("SELECT count(*) FROM call_attribution a JOIN raw_calls c USING (call_id) "
+                       "WHERE a.started_at IS NOT DISTINCT FROM c.started_at").fetchone()[0] == len(expected)
+    assert con.execute("SELECT call_id, workload, cost_usd FROM requests ORDER BY call_id").fetchall() == expected
+    assert any(cost is not None for _, _, cost in expected)
