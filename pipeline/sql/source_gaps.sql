@@ -12,66 +12,84 @@
 -- stream's last usage omits them) are present, so not "missing": they are found per model instead. Of the models
 -- whose calls that did not stream record cache hits on at least half of them, every streamed call records 0
 -- (at least 3 such calls): the source zeroes them.
+-- source_gap_parts(since, until, unstarted): the counts the shares are made of, per source, instrumentation,
+-- convention, model, UTC day of the start, streaming flag (as written) and whether the call is an embedding, for the
+-- calls started in [since, until) (with `unstarted`, also those without a start). Every figure below is a sum of
+-- them, so the build keeps them per day (`source_gap_days`) and an incremental build recounts the touched days only.
+CREATE OR REPLACE MACRO source_gap_parts(since, until, unstarted) AS TABLE
+SELECT
+  source, coalesce(instrumentation, source) AS instrumentation, convention, model,
+  CAST(started_at AS DATE) AS day, streaming, operation = 'embeddings' AS is_embedding,
+  count(*) AS calls,
+  min(started_at) AS first_call_at, max(started_at) AS last_call_at,
+  count(*) FILTER (WHERE uncached_input_tokens IS NULL) AS input_missing,
+  count(*) FILTER (WHERE cache_read_tokens IS NULL) AS cache_read_missing,
+  count(*) FILTER (WHERE cache_write_tokens IS NULL) AS cache_write_missing,
+  count(*) FILTER (WHERE cache_read_tokens IS NULL AND cache_write_tokens IS NULL) AS cache_missing,
+  count(*) FILTER (WHERE coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0) > 0) AS cache_hit,
+  count(*) FILTER (WHERE (cache_read_tokens IS NOT NULL OR cache_write_tokens IS NOT NULL)
+                     AND coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0) <= 0) AS cache_zero,
+  count(*) FILTER (WHERE output_tokens IS NULL) AS output_missing,
+  count(*) FILTER (WHERE ttft_s IS NULL) AS ttft_missing
+FROM raw_calls
+WHERE pl_started_in(started_at, since, until, unstarted)
+GROUP BY ALL;
+
 CREATE OR REPLACE VIEW source_gaps AS
-WITH raw AS (
-  SELECT *, coalesce(instrumentation, source) AS writer FROM raw_calls
+WITH parts AS (
+  SELECT * FROM source_gap_parts(NULL, NULL, true)
 ),
 flag_style AS (   -- per source: does it flag only the streamed calls?
-  SELECT source, writer, bool_or(streaming) AND NOT bool_or(NOT streaming) AS flags_only_streamed
-  FROM raw GROUP BY ALL
+  SELECT source, instrumentation, bool_or(streaming) AND NOT bool_or(NOT streaming) AS flags_only_streamed
+  FROM parts GROUP BY ALL
 ),
 calls AS (
   SELECT
-    r.source,
-    r.writer AS instrumentation,
-    convention,
-    model,
-    started_at,
-    operation = 'embeddings' AS is_embedding,
-    CASE WHEN streaming IS NULL AND coalesce(f.flags_only_streamed, false) THEN false ELSE streaming END AS streaming,
-    uncached_input_tokens IS NULL AS input_missing,
-    cache_read_tokens IS NULL AS cache_read_missing,
-    cache_write_tokens IS NULL AS cache_write_missing,
-    cache_read_tokens IS NULL AND cache_write_tokens IS NULL AS cache_missing,
-    coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0) > 0 AS cache_hit,
-    output_tokens IS NULL AS output_missing,
-    ttft_s IS NULL AS ttft_missing
-  FROM raw r LEFT JOIN flag_style f USING (source, writer)
+    p.* EXCLUDE (streaming),
+    CASE WHEN p.streaming IS NULL AND coalesce(f.flags_only_streamed, false) THEN false ELSE p.streaming END AS streaming
+  FROM parts p LEFT JOIN flag_style f USING (source, instrumentation)
 ),
 cached_models AS (  -- per source: models whose calls that did not stream mostly record cache hits
   SELECT source, instrumentation, model
   FROM calls
   WHERE streaming = false AND NOT is_embedding AND model IS NOT NULL
   GROUP BY source, instrumentation, model
-  HAVING avg(CAST(cache_hit AS INTEGER)) >= 0.5
+  HAVING sum(cache_hit) / sum(calls) >= 0.5
 ),
 marked AS (
   SELECT c.*, m.model IS NOT NULL AS cached_model
   FROM calls c
   LEFT JOIN cached_models m ON m.source = c.source AND m.instrumentation = c.instrumentation AND m.model = c.model
 ),
-shares AS (
+shares AS (  -- each share: the calls it counts over the calls it can apply to (NULL when there are none)
   SELECT
     source, instrumentation,
     string_agg(DISTINCT convention, ', ' ORDER BY convention) AS conventions,
-    count(*) AS calls,
-    count(*) FILTER (WHERE streaming) AS streamed_calls,
-    min(started_at) AS first_call_at,
-    max(started_at) AS last_call_at,
-    avg(CAST(cache_missing AS INTEGER)) FILTER (WHERE NOT is_embedding) AS cache_counts_missing_share,
-    avg(CAST(cache_read_missing AS INTEGER)) FILTER (WHERE NOT is_embedding) AS cache_read_missing_share,
-    avg(CAST(cache_write_missing AS INTEGER)) FILTER (WHERE NOT is_embedding) AS cache_write_missing_share,
-    avg(CAST(cache_missing AS INTEGER)) FILTER (WHERE streaming AND NOT is_embedding) AS cache_missing_streamed_share,
-    avg(CAST(cache_missing AS INTEGER)) FILTER (WHERE streaming IS DISTINCT FROM true AND NOT is_embedding)
-      AS cache_missing_unstreamed_share,
-    count(*) FILTER (WHERE streaming AND cached_model AND NOT is_embedding) AS cached_model_streamed_calls,
-    avg(CAST(NOT cache_missing AND NOT cache_hit AS INTEGER)) FILTER (WHERE streaming AND cached_model AND NOT is_embedding)
-      AS cache_zero_streamed_share,
-    avg(CAST(input_missing AS INTEGER)) AS input_tokens_missing_share,
-    avg(CAST(output_missing AS INTEGER)) FILTER (WHERE NOT is_embedding) AS output_tokens_missing_share,
-    avg(CAST(ttft_missing AS INTEGER)) FILTER (WHERE streaming IS DISTINCT FROM false AND NOT is_embedding)
-      AS ttft_missing_streamed_share,
-    avg(CAST(streaming IS NULL AS INTEGER)) FILTER (WHERE NOT is_embedding) AS streaming_flag_missing_share
+    CAST(sum(calls) AS BIGINT) AS calls,
+    CAST(coalesce(sum(calls) FILTER (WHERE streaming), 0) AS BIGINT) AS streamed_calls,
+    min(first_call_at) AS first_call_at,
+    max(last_call_at) AS last_call_at,
+    sum(cache_missing) FILTER (WHERE NOT is_embedding) / sum(calls) FILTER (WHERE NOT is_embedding)
+      AS cache_counts_missing_share,
+    sum(cache_read_missing) FILTER (WHERE NOT is_embedding) / sum(calls) FILTER (WHERE NOT is_embedding)
+      AS cache_read_missing_share,
+    sum(cache_write_missing) FILTER (WHERE NOT is_embedding) / sum(calls) FILTER (WHERE NOT is_embedding)
+      AS cache_write_missing_share,
+    sum(cache_missing) FILTER (WHERE streaming AND NOT is_embedding)
+      / sum(calls) FILTER (WHERE streaming AND NOT is_embedding) AS cache_missing_streamed_share,
+    sum(cache_missing) FILTER (WHERE streaming IS DISTINCT FROM true AND NOT is_embedding)
+      / sum(calls) FILTER (WHERE streaming IS DISTINCT FROM true AND NOT is_embedding) AS cache_missing_unstreamed_share,
+    CAST(coalesce(sum(calls) FILTER (WHERE streaming AND cached_model AND NOT is_embedding), 0) AS BIGINT)
+      AS cached_model_streamed_calls,
+    sum(cache_zero) FILTER (WHERE streaming AND cached_model AND NOT is_embedding)
+      / sum(calls) FILTER (WHERE streaming AND cached_model AND NOT is_embedding) AS cache_zero_streamed_share,
+    sum(input_missing) / sum(calls) AS input_tokens_missing_share,
+    sum(output_missing) FILTER (WHERE NOT is_embedding) / sum(calls) FILTER (WHERE NOT is_embedding)
+      AS output_tokens_missing_share,
+    sum(ttft_missing) FILTER (WHERE streaming IS DISTINCT FROM false AND NOT is_embedding)
+      / sum(calls) FILTER (WHERE streaming IS DISTINCT FROM false AND NOT is_embedding) AS ttft_missing_streamed_share,
+    coalesce(sum(calls) FILTER (WHERE streaming IS NULL AND NOT is_embedding), 0)
+      / sum(calls) FILTER (WHERE NOT is_embedding) AS streaming_flag_missing_share
   FROM marked
   GROUP BY source, instrumentation
 ),
