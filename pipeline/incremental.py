@@ -264,15 +264,15 @@ def started_within(days: list[date | None], in_flight: bool = False, alias: str 
     return " OR ".join(parts) or "false"
 
 
-def requests_within(days: list[date | None], columns: str = "*") -> str:
-    """A query of `columns` of `requests` for the calls that started on `days` (None: the calls without a start),
-    through `requests_in` (pipeline/sql/views.sql), which filters raw_calls and call_attribution on their own start
-    so both read only those days' row groups."""
-    parts = [f"SELECT {columns} FROM requests_in(TIMESTAMP '{a}', TIMESTAMP '{b}', false)"
+def rows_within(macro: str, days: list[date | None], columns: str = "*") -> str:
+    """A query of `columns` of a period macro's rows (`requests_in`, `invoice_costs_in`: (since, until, unstarted))
+    for the calls that started on `days` (None: the calls without a start). Those macros filter each table they
+    read on its own start, so only those days' row groups are read."""
+    parts = [f"SELECT {columns} FROM {macro}(TIMESTAMP '{a}', TIMESTAMP '{b}', false)"
              for a, b in day_ranges([d for d in days if d is not None])]
     if None in days:  # an empty range and the calls without a start
-        parts.append(f"SELECT {columns} FROM requests_in(TIMESTAMP '0001-01-01', TIMESTAMP '0001-01-01', true)")
-    return " UNION ALL ".join(parts) or f"SELECT {columns} FROM requests WHERE false"
+        parts.append(f"SELECT {columns} FROM {macro}(TIMESTAMP '0001-01-01', TIMESTAMP '0001-01-01', true)")
+    return " UNION ALL ".join(parts) or f"SELECT {columns} FROM {macro}(NULL, NULL, false) WHERE false"
 
 
 class Scratch:
@@ -376,18 +376,21 @@ WHATIF_REQUEST_COLUMNS = ("workload", "call_id", "started_at", "operation", "pro
 """The columns of `requests` that whatif_calls.sql reads (the touched days' are copied for it, not the wide ones)."""
 
 
-def _rc_days_sql() -> str:
-    return f"""
+RC_DAYS_SQL = """
 CREATE OR REPLACE TEMP TABLE incr_rc_days AS
 SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-1, 2) t(k);
 CREATE OR REPLACE TEMP TABLE incr_rc_context_days AS
 SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-2, 3) t(k);
-CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS
-SELECT {", ".join(RC_CALL_COLUMNS)} FROM main.raw_calls
-WHERE started_at >= (SELECT min(dkey) FROM incr_rc_context_days)
-  AND started_at < (SELECT max(dkey) + 1 FROM incr_rc_context_days)
-  AND CAST(started_at AS DATE) IN (SELECT dkey FROM incr_rc_context_days);
 """
+
+
+def _rc_context(con: duckdb.DuckDBPyConnection) -> None:
+    """The touched cells' neighbour days and context days, and the context's calls as the scratch `raw_calls`
+    (selected with literal bounds, so only those days' row groups are read)."""
+    con.execute(RC_DAYS_SQL)
+    days = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_context_days").fetchall()]
+    con.execute(f"CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS SELECT {', '.join(RC_CALL_COLUMNS)} "
+                f"FROM main.raw_calls WHERE {started_within(days)}")
 
 
 RC_TOUCHED_SQL = f"""
@@ -460,7 +463,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     con.execute(RC_TOUCHED_SQL, {"loads": billing_loads})
     whole = False
     for _ in range(2):  # a second pass when a billed range moved over days not yet touched
-        con.execute(_rc_days_sql())
+        _rc_context(con)
         if con.execute(RC_SCOPE_DIFFERS_SQL).fetchone()[0]:
             whole = True
             break
@@ -486,6 +489,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
         con.execute(RC_NEIGHBOUR_CAUSES_SQL)
     allocated = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_touched ORDER BY 1").fetchall()]
     con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.invoice_costs")
+    con.execute(f"DROP MACRO TABLE IF EXISTS {SCRATCH}.invoice_costs_in")
     for t in (*RECONCILED, "reconcile_settings", "raw_calls", "source_gaps"):
         con.execute(f"DROP TABLE IF EXISTS {SCRATCH}.{t}")
     for t in ("incr_rc_touched", "incr_rc_days", "incr_rc_context_days"):
@@ -619,7 +623,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             stage("workloads", lambda: b.build_workloads(con, workload_days()))
             # the what-if picks per (workload, day): the recomputed days' requests are all it reads
             con.execute(f"CREATE TABLE {SCRATCH}.requests AS "
-                        + requests_within(touched, ", ".join(WHATIF_REQUEST_COLUMNS)))
+                        + rows_within("requests_in", touched, ", ".join(WHATIF_REQUEST_COLUMNS)))
             s.inside()
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
             s.splice(SLICED["whatif"])

@@ -32,7 +32,7 @@ import duckdb
 from phaselens.models.config import Config
 
 from .errors import StoreError
-from .incremental import requests_within, started_within
+from .incremental import rows_within
 from .store import relation_exists, sql_text
 
 FORMAT_VERSION = 2
@@ -70,15 +70,10 @@ OPTIONAL_MACROS: dict[str, tuple[str, ...]] = {
     "rollup_macros_caching": ("caching_opportunity",),
 }
 
-# Inputs that exist only after some build stage, with the typed empty stand-in used before then; `{calls}` is the
-# condition selecting the calls of the days being computed.
+# Inputs that exist only after some build stage, with the typed empty stand-in used before then: the relation and
+# the columns read; the days being computed are read through the relation's period macro (`<relation>_in`).
 OPTIONAL_INPUTS: dict[str, tuple[str, str]] = {
-    "_pl_invoice_costs": (
-        "invoice_costs",
-        # the invoice side of the days being computed only: the filter on the start narrows the calls first
-        "SELECT call_id, input_cost_usd_invoice, output_cost_usd_invoice, cost_usd_invoice FROM invoice_costs "
-        "WHERE {calls}",
-    ),
+    "_pl_invoice_costs": ("invoice_costs", "call_id, input_cost_usd_invoice, output_cost_usd_invoice, cost_usd_invoice"),
 }
 EMPTY_INPUTS: dict[str, str] = {
     "_pl_invoice_costs": (
@@ -203,11 +198,6 @@ def loaded_days(con: duckdb.DuckDBPyConnection, load_ids: Iterable[str]) -> list
     return sorted(r[0] for r in rows)
 
 
-def _calls_filter(days: Iterable[date] | None) -> str:
-    """The WHERE condition on `started_at` selecting the calls of `days` and those without a start (None = all)."""
-    return "true" if days is None else started_within([*days, None])
-
-
 def _billing_lines(con: duckdb.DuckDBPyConnection) -> str:
     return str(con.execute("SELECT count(*) FROM raw_billing_lines").fetchall()[0][0])
 
@@ -258,8 +248,13 @@ def _write_relations(
     con: duckdb.DuckDBPyConnection, slos: list[tuple[str, str, float]], whatif_json: str | None = None,
     days: Iterable[date] | None = None, previous: str | None = None,
 ) -> None:
-    for view, (source, select) in OPTIONAL_INPUTS.items():
-        body = select.format(calls=_calls_filter(days)) if relation_exists(con, source) else EMPTY_INPUTS[view]
+    for view, (source, columns) in OPTIONAL_INPUTS.items():
+        if not relation_exists(con, source):
+            body = EMPTY_INPUTS[view]
+        elif days is None:
+            body = f"SELECT {columns} FROM {source}"
+        else:
+            body = rows_within(f"{source}_in", [*days, None], columns)
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {body}")
     con.execute(sql_text("sketch_macros").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
     # the calls of the days being computed (the rollups never read the attributes or prefix hashes): a few days'
@@ -268,7 +263,7 @@ def _write_relations(
     kind = "VIEW" if days is None else "TABLE"
     columns = "* EXCLUDE (attributes_json, prefix_hashes, prefix_tokens)"
     con.execute(f"CREATE OR REPLACE TEMP {kind} _pl_calls AS "
-                + (f"SELECT {columns} FROM requests" if days is None else requests_within([*days, None], columns)))
+                + (f"SELECT {columns} FROM requests" if days is None else rows_within("requests_in", [*days, None], columns)))
     for name in PARTITION_FILES:
         con.execute(sql_text(name))
     con.execute(f"DROP {kind} _pl_calls")

@@ -4,7 +4,7 @@
 -- Grain: allocated_costs one row per (call_id, token_type) in a cell with billed money; untraced_costs one
 -- row per billed cell; invoice_costs one row per raw_calls.call_id.
 -- Upstream: reconciliation (billed per cell), rc_call_cells (TEMP, from reconciliation.sql), raw_calls,
--- call_workload.
+-- call_attribution (the workload).
 -- Exact: a call's share is billed × call tokens / D, where D = the larger of the cell's traced tokens and
 -- its billed tokens (rounded up to whole tokens), so the cost of billed tokens no call sent stays untraced.
 -- Shares are floored to 1e-12 USD in integer picodollars and the cell's remaining picodollars go one each
@@ -66,9 +66,12 @@ LEFT JOIN allocated a ON a.provider = r.provider AND a.model IS NOT DISTINCT FRO
 WHERE r.billed_cost_usd IS NOT NULL
 ORDER BY r.provider, r.model NULLS LAST, r.day, r.token_type;
 
--- invoice_costs sums a call's shares after the join, grouped by the call's id and start (the other columns are the
--- call's own: one row per call_id), so a filter on the start narrows the calls before any share is summed
-CREATE OR REPLACE VIEW invoice_costs AS
+-- invoice_costs_in(since, until, unstarted): invoice_costs of the calls started in [since, until) (with
+-- `unstarted`, also those without a start, which no cell covers). A call's shares sit in the cell of the day it
+-- started, and call_attribution keeps the start it was built with, so each side is filtered on its own start and a
+-- period's read skips the other periods' row groups. The shares are summed after the join, grouped by the call's
+-- id and start (the other columns are the call's own: one row per call_id).
+CREATE OR REPLACE MACRO invoice_costs_in(since, until, unstarted) AS TABLE
 SELECT
   c.call_id, c.started_at, any_value(c.provider) AS provider, any_value(c.model) AS model,
   any_value(coalesce(w.workload, default_workload(c.workload_hint, c.service))) AS workload,
@@ -78,7 +81,13 @@ SELECT
   CAST(sum(a.allocated_cost_usd) FILTER (WHERE a.token_type = 'output') AS DECIMAL(38, 12))
     AS output_cost_usd_invoice,                            -- output, reasoning included (decode)
   CAST(sum(a.allocated_cost_usd) AS DECIMAL(38, 12)) AS cost_usd_invoice  -- NULL: no billed cell covers the call
-FROM raw_calls c
-LEFT JOIN call_workload w ON w.call_id = c.call_id
-LEFT JOIN allocated_costs a ON a.call_id = c.call_id
+FROM (SELECT * FROM raw_calls WHERE pl_started_in(started_at, since, until, unstarted)) c
+LEFT JOIN (SELECT call_id, workload FROM call_attribution WHERE pl_started_in(started_at, since, until, unstarted)) w
+  ON w.call_id = c.call_id
+LEFT JOIN (SELECT * FROM allocated_costs
+           WHERE (since IS NULL OR day >= CAST(since AS DATE)) AND (until IS NULL OR day <= CAST(until AS DATE))) a
+  ON a.call_id = c.call_id
 GROUP BY c.call_id, c.started_at;
+
+-- invoice_costs: every call's (read after the attribution stage: the workload is the built one)
+CREATE OR REPLACE VIEW invoice_costs AS SELECT * FROM invoice_costs_in(NULL, NULL, true);

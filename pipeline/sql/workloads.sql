@@ -16,12 +16,11 @@
 -- shares and dominance of money are of the headline. `cost_usd`, `input_cost_usd`, `output_cost_usd` stay the
 -- estimate, `cost_usd_invoice` the invoice-true part.
 
--- the calls started in [since, until) with their invoice-true costs (the filter on both sides reads the period's
--- row groups only)
+-- the calls started in [since, until) with their invoice-true costs (both read the period's row groups only)
 CREATE OR REPLACE MACRO workload_calls(since, until, unstarted) AS TABLE
 SELECT r.*, i.input_cost_usd_invoice, i.output_cost_usd_invoice, i.cost_usd_invoice
 FROM requests_in(since, until, unstarted) r
-LEFT JOIN (SELECT * FROM invoice_costs WHERE pl_started_in(started_at, since, until, unstarted)) i USING (call_id);
+LEFT JOIN invoice_costs_in(since, until, unstarted) i USING (call_id);
 
 -- workload_day_parts: per (workload, UTC day of the start, provider/model) the counts and sums workload_stats adds
 -- up. Grain: workload, day, model (NULL day: the calls without a start).
