@@ -159,6 +159,8 @@ SLICED: dict[str, tuple[str, ...]] = {
     "whatif": ("whatif_calls",),
 }
 RECONCILED = ("reconciliation", "allocated_costs", "untraced_costs")
+ATTRIBUTION_INPUTS = ("call_workload", "call_timing", "call_concurrency", "call_costs")
+"""The per-call tables call_attribution.sql joins: computed on the same context as it, so kept for it."""
 BY_DAY_COLUMN = {"latency_fits", "whatif_calls", "caching_days", *RECONCILED}
 BY_HOUR_COLUMN = {"deployment_costs"}
 BY_START_COLUMN = {"call_attribution"}  # per call, with the call's start: spliced by the start's day, which prunes
@@ -285,6 +287,7 @@ class Scratch:
     flight, whenever they started), or the caching stages' days and their reach."""
 
     TOUCHED, CACHE = "incr_context", "incr_cache_context"  # the temp tables of the two contexts
+    ASIDE = "__aside"  # the suffix of a scratch table set aside by `splice`
 
     def __init__(self, con: duckdb.DuckDBPyConnection, days: list[date | None]):
         self.con, self.days = con, days
@@ -324,8 +327,10 @@ class Scratch:
     def outside(self) -> None:
         self.con.execute(f"SET search_path = '{self.path or 'main'}'")
 
-    def splice(self, tables: tuple[str, ...], days: str = "incr_days", calls: str = "incr_calls") -> None:
-        """Replace the recomputed days' rows of each main table by the scratch rows of those days."""
+    def splice(self, tables: tuple[str, ...], days: str = "incr_days", calls: str = "incr_calls",
+               keep: tuple[str, ...] = ()) -> None:
+        """Replace the recomputed days' rows of each main table by the scratch rows of those days; the scratch
+        tables named in `keep` are set aside for a later stage (`restore`), the others dropped."""
         self.outside()
         for t in tables:
             if t in BY_HOUR_COLUMN:
@@ -347,6 +352,19 @@ class Scratch:
                 self.con.execute(f"DELETE FROM main.{t} WHERE call_id IN (SELECT call_id FROM {calls})")
                 self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
                                  f"WHERE call_id IN (SELECT call_id FROM {calls})")
+            if t in keep:
+                self.con.execute(f"ALTER TABLE {SCRATCH}.{t} RENAME TO {t}{self.ASIDE}")
+            else:
+                self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
+
+    def restore(self, tables: tuple[str, ...]) -> None:
+        """Bring back the scratch tables `splice` set aside: a stage on the same context reads them, not the whole
+        store's (their rows for the recomputed days' calls are the ones spliced into main)."""
+        for t in tables:
+            self.con.execute(f"ALTER TABLE {SCRATCH}.{t}{self.ASIDE} RENAME TO {t}")
+
+    def drop(self, tables: tuple[str, ...]) -> None:
+        for t in tables:
             self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
 
     def __exit__(self, *exc) -> None:
@@ -376,6 +394,7 @@ WHATIF_REQUEST_COLUMNS = ("workload", "call_id", "started_at", "operation", "pro
 """The columns of `requests` that whatif_calls.sql reads (the touched days' are copied for it, not the wide ones)."""
 
 
+RC_CONTEXT = "incr_rc_context"  # the temp table of the reconciliation context's calls
 RC_DAYS_SQL = """
 CREATE OR REPLACE TEMP TABLE incr_rc_days AS
 SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-1, 2) t(k);
@@ -385,12 +404,13 @@ SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-2
 
 
 def _rc_context(con: duckdb.DuckDBPyConnection) -> None:
-    """The touched cells' neighbour days and context days, and the context's calls as the scratch `raw_calls`
-    (selected with literal bounds, so only those days' row groups are read)."""
+    """The touched cells' neighbour days and context days, and the context's calls as the scratch `raw_calls`: a
+    view over a temporary copy (selected with literal bounds, so only those days' row groups are read)."""
     con.execute(RC_DAYS_SQL)
     days = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_context_days").fetchall()]
-    con.execute(f"CREATE OR REPLACE TABLE {SCRATCH}.raw_calls AS SELECT {', '.join(RC_CALL_COLUMNS)} "
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {RC_CONTEXT} AS SELECT {', '.join(RC_CALL_COLUMNS)} "
                 f"FROM main.raw_calls WHERE {started_within(days)}")
+    con.execute(f"CREATE OR REPLACE VIEW {SCRATCH}.raw_calls AS SELECT * FROM temp.main.{RC_CONTEXT}")
 
 
 RC_TOUCHED_SQL = f"""
@@ -490,10 +510,11 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     allocated = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_touched ORDER BY 1").fetchall()]
     con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.invoice_costs")
     con.execute(f"DROP MACRO TABLE IF EXISTS {SCRATCH}.invoice_costs_in")
-    for t in (*RECONCILED, "reconcile_settings", "raw_calls", "source_gaps"):
+    con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.raw_calls")
+    for t in (*RECONCILED, "reconcile_settings", "source_gaps"):
         con.execute(f"DROP TABLE IF EXISTS {SCRATCH}.{t}")
-    for t in ("incr_rc_touched", "incr_rc_days", "incr_rc_context_days"):
-        con.execute(f"DROP TABLE {t}")
+    for t in ("incr_rc_touched", "incr_rc_days", "incr_rc_context_days", RC_CONTEXT):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
     if whole:
         build_reconciliation(con, config.reconcile, config.pricebook)
         return None
@@ -598,7 +619,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             for name, fn in sliced.items():
                 s.inside()
                 stage(name, fn)
-                s.splice(SLICED[name])
+                s.splice(SLICED[name], keep=ATTRIBUTION_INPUTS)
                 if name == "costs":
                     con.execute(DEPLOYMENT_OUTSIDE_SQL)
                     con.execute(DEPLOYMENT_GAPS_SQL)
@@ -618,8 +639,10 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             stage("caching", lambda: build_caching(con, config.caching, "merge"))
             s.inside()
             s.context(s.TOUCHED)
+            s.restore(ATTRIBUTION_INPUTS)  # this context's per-call rows, not the whole store's
             stage("attribution", lambda: con.execute(sql_text("call_attribution")))
             s.splice(SLICED["attribution"])
+            s.drop(ATTRIBUTION_INPUTS)
             stage("workloads", lambda: b.build_workloads(con, workload_days()))
             # the what-if picks per (workload, day): the recomputed days' requests are all it reads
             con.execute(f"CREATE TABLE {SCRATCH}.requests AS "
