@@ -70,7 +70,7 @@ def workload_rules_sql(rules: list[WorkloadRule]) -> tuple[str, dict[str, str]]:
     default = default_workload_sql()
     sql = (
         "CREATE OR REPLACE TABLE call_workload AS\n"
-        f"SELECT call_id, {case.format(default=default)} AS workload FROM raw_calls"
+        f"SELECT call_id, started_at, {case.format(default=default)} AS workload FROM raw_calls"
     )
     return sql, params
 

@@ -163,7 +163,10 @@ ATTRIBUTION_INPUTS = ("call_workload", "call_timing", "call_concurrency", "call_
 """The per-call tables call_attribution.sql joins: computed on the same context as it, so kept for it."""
 BY_DAY_COLUMN = {"latency_fits", "whatif_calls", "caching_days", *RECONCILED}
 BY_HOUR_COLUMN = {"deployment_costs"}
-BY_START_COLUMN = {"call_attribution"}  # per call, with the call's start: spliced by the start's day, which prunes
+# per call, with the call's start: spliced by the start's day (which skips the other days' row groups)
+BY_START_COLUMN = {"call_attribution", "call_workload", "call_unit_prices", "call_costs"}
+CACHING_INPUTS = ("call_workload", "call_unit_prices", "call_costs")
+"""The store's per-call tables the caching stages read: narrowed to their context's days (`Scratch.narrow`)."""
 
 # deployment_costs: the hours of a deployment's period without a call are idle rows; the period runs from its
 # first to its last call hour unless active_from/active_to fix it, so a new day can widen it anywhere.
@@ -293,6 +296,7 @@ class Scratch:
         self.con, self.days = con, days
         self.path = con.execute("SELECT current_setting('search_path')").fetchone()[0]
         self.viewing = False
+        self.narrowed: tuple[str, ...] = ()
 
     def __enter__(self) -> Scratch:
         self.con.execute(f"CREATE SCHEMA {SCRATCH}")
@@ -357,6 +361,20 @@ class Scratch:
             else:
                 self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
 
+    def narrow(self, tables: tuple[str, ...], days: list[date | None]) -> None:
+        """Make each of the store's per-call `tables` (which keep the call's start) a view of the schema over the
+        rows of the calls that started on `days`, so a stage on those days reads their row groups only."""
+        for t in tables:
+            self.con.execute(f"CREATE OR REPLACE VIEW {SCRATCH}.{t} AS SELECT * FROM main.{t} "
+                             f"WHERE {started_within(days)}")
+        self.narrowed = tables
+
+    def widen(self) -> None:
+        """Drop the views `narrow` made."""
+        for t in self.narrowed:
+            self.con.execute(f"DROP VIEW {SCRATCH}.{t}")
+        self.narrowed = ()
+
     def restore(self, tables: tuple[str, ...]) -> None:
         """Bring back the scratch tables `splice` set aside: a stage on the same context reads them, not the whole
         store's (their rows for the recomputed days' calls are the ones spliced into main)."""
@@ -395,6 +413,7 @@ WHATIF_REQUEST_COLUMNS = ("workload", "call_id", "started_at", "operation", "pro
 
 
 RC_CONTEXT = "incr_rc_context"  # the temp table of the reconciliation context's calls
+RC_CALL_INPUTS = ("call_costs",)  # the per-call tables reconciliation reads
 RC_DAYS_SQL = """
 CREATE OR REPLACE TEMP TABLE incr_rc_days AS
 SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-1, 2) t(k);
@@ -411,6 +430,8 @@ def _rc_context(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE OR REPLACE TEMP TABLE {RC_CONTEXT} AS SELECT {', '.join(RC_CALL_COLUMNS)} "
                 f"FROM main.raw_calls WHERE {started_within(days)}")
     con.execute(f"CREATE OR REPLACE VIEW {SCRATCH}.raw_calls AS SELECT * FROM temp.main.{RC_CONTEXT}")
+    for t in RC_CALL_INPUTS:  # the store's rows of those days' calls only
+        con.execute(f"CREATE OR REPLACE VIEW {SCRATCH}.{t} AS SELECT * FROM main.{t} WHERE {started_within(days)}")
 
 
 RC_TOUCHED_SQL = f"""
@@ -510,7 +531,8 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     allocated = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_touched ORDER BY 1").fetchall()]
     con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.invoice_costs")
     con.execute(f"DROP MACRO TABLE IF EXISTS {SCRATCH}.invoice_costs_in")
-    con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.raw_calls")
+    for t in ("raw_calls", *RC_CALL_INPUTS):
+        con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.{t}")
     for t in (*RECONCILED, "reconcile_settings", "source_gaps"):
         con.execute(f"DROP TABLE IF EXISTS {SCRATCH}.{t}")
     for t in ("incr_rc_touched", "incr_rc_days", "incr_rc_context_days", RC_CONTEXT):
@@ -628,14 +650,18 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             stage("reconcile", reconcile)
             s.inside()
             s.copy_context(s.CACHE, cache_context)
+            s.narrow(CACHING_INPUTS, cache_context)
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
-            s.splice(SLICED["caching reuse"], "incr_cache_days", "incr_cache_calls")
+            s.splice(SLICED["caching reuse"], "incr_cache_days", "incr_cache_calls", keep=SLICED["caching reuse"])
             # the caching lever's sums of every day whose calls' reuse may have changed, then the whole-store rows
             # summed over the days
             s.inside()
             s.context(s.CACHE, days)  # a subset of the reuse stage's context
+            s.restore(SLICED["caching reuse"])  # its rows of these days' calls are the ones spliced
             stage("caching days", lambda: build_caching(con, config.caching, "days"))
             s.splice(SLICED["caching days"], "incr_cache_days", "incr_cache_calls")
+            s.drop(SLICED["caching reuse"])
+            s.widen()
             stage("caching", lambda: build_caching(con, config.caching, "merge"))
             s.inside()
             s.context(s.TOUCHED)

@@ -3,20 +3,17 @@
 -- Grain: one row per call of raw_calls priced per token (not GPU-hour deployments) with every input price known.
 -- Upstream: raw_calls (an incremental build's recomputed days), call_unit_prices (USD per token; the row call_costs.sql prices the call with), call_costs.
 CREATE OR REPLACE TEMP TABLE caching_prices AS
-WITH price AS (
-  SELECT call_id, uncached_input, cache_read, cache_write, cache_write_1h FROM call_unit_prices
-)
 SELECT
-  p.call_id,
+  c.call_id,
   p.uncached_input,             -- USD per uncached input token
   p.cache_read,                 -- USD per cache-read token
   p.cache_write,                -- USD per 5-minute cache-write token
   p.cache_write_1h,             -- USD per 1-hour cache-write token
   k.input_cost_usd AS billed_input_usd
-FROM price p
-JOIN call_costs k USING (call_id)
+FROM raw_calls c                -- first: in an incremental build, a few days' calls the store's rows are probed with
+JOIN call_unit_prices p ON p.call_id = c.call_id
+JOIN call_costs k ON k.call_id = c.call_id
 WHERE k.priced
   AND k.price_source IS DISTINCT FROM 'gpu_hours'
   AND p.uncached_input IS NOT NULL AND p.cache_read IS NOT NULL
-  AND p.cache_write IS NOT NULL AND p.cache_write_1h IS NOT NULL
-  AND p.call_id IN (SELECT call_id FROM raw_calls)
+  AND p.cache_write IS NOT NULL AND p.cache_write_1h IS NOT NULL;

@@ -10,7 +10,7 @@
 CREATE OR REPLACE TABLE call_costs AS
 WITH calls AS (
   SELECT
-    call_id, provider, model, model_raw, status,
+    call_id, started_at, provider, model, model_raw, status,
     CAST(started_at AS DATE) AS day,
     coalesce(hour(started_at) * 3600 + minute(started_at) * 60 + second(started_at), 0) AS second_of_day,
     coalesce(uncached_input_tokens, 0) AS uncached_tokens,
@@ -28,7 +28,7 @@ WITH calls AS (
 price AS (SELECT * FROM call_unit_prices),
 token_costs AS (   -- USD as DECIMAL(38, 18); NULL where a bucket has tokens but no price
   SELECT
-    c.call_id, c.status, c.has_usage,
+    c.call_id, c.started_at, c.status, c.has_usage,
     p.price_source, p.matched_model, p.deployment, p.unpriced_reason AS key_reason,
     CASE WHEN c.uncached_tokens = 0 THEN 0 ELSE c.uncached_tokens * p.uncached_input END AS uncached_cost,
     CASE WHEN c.cache_read_tokens = 0 THEN 0 ELSE c.cache_read_tokens * p.cache_read END AS cache_read_cost,
@@ -57,7 +57,7 @@ judged AS (
 ),
 costs AS (
   SELECT
-    call_id, price_source, matched_model, unpriced_reason,
+    call_id, started_at, price_source, matched_model, unpriced_reason,
     CASE WHEN price_source = 'gpu_hours' AND prefill_deployment IS NOT NULL THEN
       CASE WHEN prefill_deployment = decode_deployment THEN prefill_deployment END
       ELSE deployment END AS deployment,
@@ -79,6 +79,7 @@ costs AS (
 )
 SELECT
   call_id,
+  started_at,                      -- the call's start: an incremental build reads a few days' rows by it
   uncached_input_cost_usd,         -- self-hosted: the call's prefill share of its hour's GPU cost
   cache_read_cost_usd,             -- self-hosted: 0 (cache hits show up as shorter prefill instead)
   cache_write_cost_usd,            -- 5-minute and 1-hour cache writes; self-hosted: 0

@@ -6,7 +6,7 @@
 CREATE OR REPLACE TABLE call_unit_prices AS
 WITH calls AS (
   SELECT
-    call_id, provider, model, model_raw,
+    call_id, started_at, provider, model, model_raw,
     CAST(started_at AS DATE) AS day,
     coalesce(hour(started_at) * 3600 + minute(started_at) * 60 + second(started_at), 0) AS second_of_day,
     coalesce(uncached_input_tokens, 0) + coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0)
@@ -15,6 +15,7 @@ WITH calls AS (
 )
 SELECT
   c.call_id,
+  c.started_at,                 -- the call's start: an incremental build reads a few days' rows by it
   p.uncached_input, p.cache_read, p.cache_write, p.cache_write_1h, p.output,
   p.price_source, p.matched_model, p.deployment, p.unpriced_reason
 FROM calls c
