@@ -164,7 +164,8 @@ ATTRIBUTION_INPUTS = ("call_workload", "call_timing", "call_concurrency", "call_
 BY_DAY_COLUMN = {"latency_fits", "whatif_calls", "caching_days", *RECONCILED}
 BY_HOUR_COLUMN = {"deployment_costs"}
 # per call, with the call's start: spliced by the start's day (which skips the other days' row groups)
-BY_START_COLUMN = {"call_attribution", "call_workload", "call_unit_prices", "call_costs"}
+BY_START_COLUMN = {"call_attribution", "call_workload", "call_unit_prices", "call_costs", "call_concurrency",
+                   "call_timing", "call_prefix_reuse"}
 CACHING_INPUTS = ("call_workload", "call_unit_prices", "call_costs")
 """The store's per-call tables the caching stages read: narrowed to their context's days (`Scratch.narrow`)."""
 
@@ -224,20 +225,6 @@ FROM incr_touched, range(-{reach}, {reach} + 1) t(k);
 CREATE OR REPLACE TEMP TABLE incr_cache_context_days AS
 SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
 FROM incr_cache_days, range(-{reach}, {reach} + 1) t(k);
-"""
-
-
-def _calls_sql(days: list[date | None], cache_days: list[date | None]) -> str:
-    """`incr_calls`, the calls whose built rows are replaced (those of the recomputed days, and the retired ones),
-    and `incr_cache_calls`, with those of the caching stages' days."""
-    return f"""
-CREATE OR REPLACE TEMP TABLE incr_calls AS
-SELECT call_id FROM main.raw_calls WHERE {started_within(days)}
-UNION  -- a retired call's built rows are deleted and nothing replaces them
-SELECT call_id FROM main.raw_calls_replaced WHERE retired AND load_id IN (SELECT load_id FROM incr_loads);
-CREATE OR REPLACE TEMP TABLE incr_cache_calls AS
-SELECT call_id FROM main.raw_calls WHERE {started_within(cache_days)}
-UNION SELECT call_id FROM incr_calls;
 """
 
 
@@ -331,10 +318,13 @@ class Scratch:
     def outside(self) -> None:
         self.con.execute(f"SET search_path = '{self.path or 'main'}'")
 
-    def splice(self, tables: tuple[str, ...], days: str = "incr_days", calls: str = "incr_calls",
-               keep: tuple[str, ...] = ()) -> None:
-        """Replace the recomputed days' rows of each main table by the scratch rows of those days; the scratch
-        tables named in `keep` are set aside for a later stage (`restore`), the others dropped."""
+    def splice(self, tables: tuple[str, ...], days: str = "incr_days", keep: tuple[str, ...] = (),
+               started: list[date | None] | None = None) -> None:
+        """Replace the recomputed days' rows of each main table by the scratch rows of those days (`days`, a temp
+        table of day keys; `started`, the same days as a list, by which the tables with the call's start are
+        spliced; default: this schema's days); the scratch tables named in `keep` are set aside for a later
+        stage (`restore`), the others dropped."""
+        started = self.days if started is None else started
         self.outside()
         for t in tables:
             if t in BY_HOUR_COLUMN:
@@ -342,20 +332,17 @@ class Scratch:
                 self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM {days})")
                 self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
                                  f"WHERE {key} IN (SELECT dkey FROM {days})")
-            elif t in BY_START_COLUMN:  # the touched days' calls (a retired call's old day is touched too)
-                assert days == "incr_days", t
-                self.con.execute(f"DELETE FROM main.{t} WHERE {started_within(self.days)}")
+            elif t in BY_START_COLUMN:  # the days' calls (a retired call's old day is touched too)
+                self.con.execute(f"DELETE FROM main.{t} WHERE {started_within(started)}")
                 self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
-                                 f"WHERE {started_within(self.days)}")
+                                 f"WHERE {started_within(started)}")
             elif t in BY_DAY_COLUMN:
                 key = f"coalesce(day, {NULL_DAY})"
                 self.con.execute(f"DELETE FROM main.{t} WHERE {key} IN (SELECT dkey FROM {days})")
                 self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
                                  f"WHERE {key} IN (SELECT dkey FROM {days})")
             else:
-                self.con.execute(f"DELETE FROM main.{t} WHERE call_id IN (SELECT call_id FROM {calls})")
-                self.con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
-                                 f"WHERE call_id IN (SELECT call_id FROM {calls})")
+                raise AssertionError(f"{t}: no day key to splice it by")
             if t in keep:
                 self.con.execute(f"ALTER TABLE {SCRATCH}.{t} RENAME TO {t}{self.ASIDE}")
             else:
@@ -612,7 +599,6 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
 
     # the recomputed days (`incr_days`), those of the caching stages (a superset: `days`) and their context
     touched, days, cache_context = listed("incr_days"), listed("incr_cache_days"), listed("incr_cache_context_days")
-    con.execute(_calls_sql(touched, days))
     changed = {d for d in touched if d is not None}
     allocated: list[list[date] | None] = [[]]
 
@@ -652,14 +638,14 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             s.copy_context(s.CACHE, cache_context)
             s.narrow(CACHING_INPUTS, cache_context)
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
-            s.splice(SLICED["caching reuse"], "incr_cache_days", "incr_cache_calls", keep=SLICED["caching reuse"])
+            s.splice(SLICED["caching reuse"], "incr_cache_days", keep=SLICED["caching reuse"], started=days)
             # the caching lever's sums of every day whose calls' reuse may have changed, then the whole-store rows
             # summed over the days
             s.inside()
             s.context(s.CACHE, days)  # a subset of the reuse stage's context
             s.restore(SLICED["caching reuse"])  # its rows of these days' calls are the ones spliced
             stage("caching days", lambda: build_caching(con, config.caching, "days"))
-            s.splice(SLICED["caching days"], "incr_cache_days", "incr_cache_calls")
+            s.splice(SLICED["caching days"], "incr_cache_days")
             s.drop(SLICED["caching reuse"])
             s.widen()
             stage("caching", lambda: build_caching(con, config.caching, "merge"))
@@ -682,7 +668,6 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
         stage("workloads", lambda: b.build_workloads(con, workload_days()))
     if days or any(p.new_loads.values()):
         stage("audits", lambda: audit_touched(con, touched if days else [], allocated[0]))
-    for t in ("incr_loads", "incr_touched", "incr_days", "incr_calls", "incr_cache_days", "incr_cache_context_days",
-              "incr_cache_calls"):
+    for t in ("incr_loads", "incr_touched", "incr_days", "incr_cache_days", "incr_cache_context_days"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return days, changed_days()

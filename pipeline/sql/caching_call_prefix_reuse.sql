@@ -32,6 +32,7 @@ per_call AS (
 )
 SELECT
   c.call_id,
+  c.started_at,                                   -- the call's start: an incremental build finds a few days' rows by it
   p.lifetime_s,                                   -- seconds; NULL = unlimited
   p.total_blocks,                                 -- prompt blocks the call's prefix hashes cover
   p.seen_blocks,                                  -- of them, sent by an earlier call within the lifetime

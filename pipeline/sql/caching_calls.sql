@@ -6,6 +6,7 @@ CREATE OR REPLACE TEMP TABLE caching_calls AS
 SELECT
   row_number() OVER () AS call_idx,             -- a join key only: no result depends on its order
   c.call_id,
+  c.started_at,
   epoch_us(c.started_at) AS t_us,
   hash(c.provider, c.model, CASE WHEN $scope = 'workload' THEN w.workload END) AS cache_key,
   c.prefix_hashes,

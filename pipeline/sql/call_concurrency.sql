@@ -10,9 +10,9 @@ WITH events AS (
   FROM raw_calls WHERE started_at IS NOT NULL AND ended_at IS NOT NULL
 ),
 running AS (
-  SELECT call_id, is_start,
+  SELECT call_id, t, is_start,
          sum(delta) OVER (PARTITION BY provider, model ORDER BY t, is_start, call_id
                           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS in_flight
   FROM events
 )
-SELECT call_id, in_flight::DOUBLE AS concurrency FROM running WHERE is_start = 1;
+SELECT call_id, t AS started_at, in_flight::DOUBLE AS concurrency FROM running WHERE is_start = 1;

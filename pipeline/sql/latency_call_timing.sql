@@ -76,7 +76,7 @@ split AS (
   FROM given_e2e
 )
 SELECT
-  call_id, provider, model, kind, day, how,
+  call_id, started_at, provider, model, kind, day, how,
   CASE how WHEN 'copy' THEN ttft_s
            WHEN 'estimate' THEN CASE WHEN kind = 'generation' THEN out_prefill_s END END AS ttft_s,
   out_prefill_s AS prefill_s,
@@ -92,6 +92,7 @@ FROM split;
 CREATE OR REPLACE TABLE call_timing AS
 SELECT
   call_id,
+  started_at,      -- the call's start: an incremental build finds a few days' rows by it
   ttft_s,          -- s; estimated calls: the predicted time to first token (= prefill_s)
   prefill_s,       -- s; client view: includes network and queueing before the first token
   decode_s,        -- s; after the first token

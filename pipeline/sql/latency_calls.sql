@@ -5,6 +5,7 @@
 CREATE OR REPLACE TEMP VIEW latency_calls AS
 SELECT
   call_id,
+  started_at,
   provider,
   model,
   CASE WHEN operation = 'embeddings' THEN 'embeddings' ELSE 'generation' END AS kind,
