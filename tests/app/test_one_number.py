@@ -199,16 +199,23 @@ def lever_lines(at) -> dict[str, str]:
 
 def stats_over(db: Path, where: str) -> dict[str, dict]:
     """`workload_stats` (the store's rules, pipeline/sql/workloads.sql) over only the store's calls that match
-    `where`: the store's relations are copied into a scratch database with `requests` narrowed, and the macros
-    created there."""
+    `where`: the store's relations are copied into a scratch database with `requests` narrowed, the period macros
+    over the copies, and the rules' macros created there."""
     from phaselens.pipeline.store import sql_text
 
     con = duckdb.connect()
     try:
         con.execute(f"ATTACH '{db}' AS store (READ_ONLY)")
-        con.execute(f"CREATE TABLE requests AS SELECT * FROM store.requests WHERE {where}")
-        for name in ("invoice_costs", "build_settings", "caching_by_workload"):
+        con.execute(f"CREATE TABLE narrowed AS SELECT * FROM store.requests WHERE {where}")
+        con.execute("CREATE TABLE all_invoice_costs AS SELECT * FROM store.invoice_costs")
+        for name in ("build_settings", "caching_by_workload"):
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM store.{name}")
+        # the period macros the rules read, over the copies (a call's start decides its period, as in the store)
+        for macro, table in (("requests_in", "narrowed"), ("invoice_costs_in", "all_invoice_costs")):
+            con.execute(f"""CREATE MACRO {macro}(since, until, unstarted) AS TABLE SELECT * FROM {table}
+                WHERE ((since IS NULL OR started_at >= CAST(since AS TIMESTAMP))
+                       AND (until IS NULL OR started_at < CAST(until AS TIMESTAMP)))
+                   OR (unstarted AND started_at IS NULL)""")
         con.execute(sql_text("sketch_macros") + sql_text("text_macros") + sql_text("workload_rules") + sql_text("workloads"))
         res = con.execute("SELECT * FROM workload_stats(NULL, NULL)")
         cols = [d[0] for d in res.description]
