@@ -16,9 +16,9 @@ setup() {
   .venv/bin/python -m pip install --quiet -e '.[test,spark]'
 }
 
-chromium() {
+install_chromium() {
   # Browser tests drive Debian's chromium through Playwright; no browser is downloaded by Playwright itself.
-  if command -v chromium >/dev/null 2>&1; then return 0; fi
+  if [ -x /usr/bin/chromium ]; then return 0; fi
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian's chromium for the browser tests ..." >&2
     apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
@@ -28,7 +28,7 @@ chromium() {
   fi
 }
 
-java_runtime() {
+install_java() {
   # The Spark parity tests run PySpark in local mode, which needs a Java runtime (17 or newer).
   if command -v java >/dev/null 2>&1; then return 0; fi
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
@@ -45,6 +45,6 @@ shift || true
 case "$cmd" in
   setup) setup ;;
   demo) setup; exec .venv/bin/phaselens demo "$@" ;;
-  test) setup; chromium; java_runtime; exec .venv/bin/python -m pytest "$@" ;;
+  test) setup; install_chromium; install_java; exec .venv/bin/python -m pytest "$@" ;;
   *) echo "usage: ./dev.sh demo|test|setup [args]" >&2; exit 2 ;;
 esac
