@@ -81,6 +81,10 @@ def _settings_table(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     con.execute(f"CREATE OR REPLACE TABLE build_settings AS SELECT {cols}", values)
 
 
+SOURCE_GAP_DAYS_SQL = "CREATE OR REPLACE TABLE source_gap_days AS SELECT * FROM source_gap_parts(NULL, NULL, true)"
+"""The counts `source_gaps` is made of, per day (pipeline/sql/source_gaps.sql), as this build saw them."""
+
+
 WORKLOAD_PARTS = ("workload_days", "workload_days_hist", "workload_days_concurrency")
 """The per-day parts `workloads` adds up (pipeline/sql/workloads.sql), kept as tables by a DuckDB build."""
 
@@ -207,6 +211,7 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("concurrency", lambda: con.execute(sql_text("call_concurrency")))
         stage("latency", lambda: build_timing(con, config.latency))
         stage("costs", lambda: build_costs(con, config.pricebook))
+        stage("source gaps", lambda: con.execute(SOURCE_GAP_DAYS_SQL))
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))

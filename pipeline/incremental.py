@@ -44,8 +44,24 @@ CREATE TABLE IF NOT EXISTS build_source_gaps (
 """
 
 SOURCES = ("raw_calls", "raw_billing_lines")
-GAP_KINDS_SQL = "SELECT source, instrumentation, CAST(gap_kinds AS VARCHAR) FROM main.source_gaps"
-"""What reconciliation reads of `source_gaps` (the gaps it names per cell); kept in `build_source_gaps`."""
+SOURCE_GAPS_VIEW = "CREATE OR REPLACE VIEW source_gaps AS\n"
+LIVE_GAP_PARTS = "source_gap_parts(NULL, NULL, true)"
+
+
+def source_gaps_sql(parts: str = "main.source_gap_days") -> str:
+    """The query of the `source_gaps` view (pipeline/sql/source_gaps.sql) over the per-day counts in `parts`
+    instead of those of every call now loaded: the build reads the gaps from the counts it keeps."""
+    from .store import sql_text
+
+    text = sql_text("source_gaps")
+    body = text[text.index(SOURCE_GAPS_VIEW) + len(SOURCE_GAPS_VIEW):].strip().rstrip(";")
+    assert body.count(LIVE_GAP_PARTS) == 1, "source_gaps.sql: the view reads the counts of every call once"
+    return body.replace(LIVE_GAP_PARTS, parts)
+
+
+def gap_kinds_sql() -> str:
+    """What reconciliation reads of `source_gaps` (the gaps it names per cell); kept in `build_source_gaps`."""
+    return f"SELECT source, instrumentation, CAST(gap_kinds AS VARCHAR) FROM ({source_gaps_sql()})"
 
 CALL_DAY_SQL = "CAST(started_at AS DATE)"
 """The partition key of every per-call built table: the UTC day the call started (NULL when unknown)."""
@@ -110,7 +126,7 @@ def plan(con: duckdb.DuckDBPyConnection, config: Config, full: bool = False) -> 
         return Plan(True, "no earlier build", digest)
     if row[0][0] != digest:
         return Plan(True, "the configuration (or phaselens) changed since the last build", digest)
-    missing = [t for t in ("call_attribution", "call_timing", "latency_fits") if not _has(con, t)]
+    missing = [t for t in ("call_attribution", "call_timing", "latency_fits", "source_gap_days") if not _has(con, t)]
     if missing:
         return Plan(True, f"built tables missing ({', '.join(missing)})", digest)
     if caching_reach_days(config) is None:
@@ -138,7 +154,7 @@ def record(con: duckdb.DuckDBPyConnection, p: Plan, days: int) -> None:
                             [source, ids])
     if p.full:
         con.execute("DELETE FROM build_source_gaps")
-        con.execute(f"INSERT INTO build_source_gaps {GAP_KINDS_SQL}")
+        con.execute(f"INSERT INTO build_source_gaps {gap_kinds_sql()}")
     con.execute("DELETE FROM build_state")
     con.execute("INSERT INTO build_state VALUES (?, now() AT TIME ZONE 'UTC', ?, ?)", [p.config_hash, p.full, days])
 
@@ -271,12 +287,12 @@ class Scratch:
     """Run a stage's unchanged SQL on the context calls: a schema first in the search path holds `raw_calls`
     (the context) and receives the stage's tables, which are then spliced into main for the recomputed days.
 
-    The context calls are copied into temporary tables (in memory, outside the store's transaction, about three
-    times faster to write than a table of the store inside it), and `raw_calls` of the schema is a view over one
-    of them: the recomputed days with every call in flight during one of them (concurrency counts the calls in
-    flight, whenever they started), or the caching stages' days and their reach."""
+    `raw_calls` of the schema is a view over one of two contexts: the recomputed days with every call in flight
+    during one of them (concurrency counts the calls in flight, whenever they started), copied into a temporary
+    table (in memory, outside the store's transaction: the per-call stages read every column of it), or the
+    caching stages' days and their reach, a temporary view over the store's calls (`view_context`)."""
 
-    TOUCHED, CACHE = "incr_context", "incr_cache_context"  # the temp tables of the two contexts
+    TOUCHED, CACHE = "incr_context", "incr_cache_context"  # the temp table and the temp view of the two contexts
     ASIDE = "__aside"  # the suffix of a scratch table set aside by `splice`
 
     def __init__(self, con: duckdb.DuckDBPyConnection, days: list[date | None]):
@@ -300,9 +316,11 @@ class Scratch:
         self.con.execute(f"CREATE VIEW {SCRATCH}.raw_calls AS SELECT * FROM temp.main.{table}{where}")
         self.viewing = True
 
-    def copy_context(self, table: str, days: list[date | None]) -> None:
-        """Copy the calls that started on `days` into temp table `table` and make them the context."""
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM main.raw_calls "
+    def view_context(self, table: str, days: list[date | None]) -> None:
+        """Make the calls that started on `days` the context: temp view `table` over the store's calls, with literal
+        bounds, so only those days' row groups are read (the caching stages read few of its columns: a copy of
+        every column would cost more than it saves)."""
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM main.raw_calls "
                          f"WHERE {started_within(days)}")
         self.context(table)
 
@@ -381,8 +399,8 @@ class Scratch:
             for t in left:
                 self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
             self.con.execute(f"DROP SCHEMA {SCRATCH}")
-            for t in (self.TOUCHED, self.CACHE):
-                self.con.execute(f"DROP TABLE IF EXISTS temp.main.{t}")
+            self.con.execute(f"DROP TABLE IF EXISTS temp.main.{self.TOUCHED}")
+            self.con.execute(f"DROP VIEW IF EXISTS temp.main.{self.CACHE}")
 
 
 # reconciliation: a cell (provider, model, day, token type) reads the billing lines of its day, the calls of its
@@ -476,9 +494,10 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     (None: every day)."""
     from .reconcile import build_reconciliation
 
-    # source_gaps (a view over every call) evaluated once: the context's cells read this copy
+    # source_gaps from the build's per-day counts (those of the touched days recounted), evaluated once: the
+    # context's cells read this copy
     con.execute(f"CREATE OR REPLACE TABLE {SCRATCH}.source_gaps AS "
-                "SELECT source, instrumentation, gap_kinds FROM main.source_gaps")
+                f"SELECT source, instrumentation, gap_kinds FROM ({source_gaps_sql()})")
     con.execute(f"CREATE OR REPLACE TEMP TABLE incr_source_gaps AS "
                 f"SELECT source, instrumentation, CAST(gap_kinds AS VARCHAR) FROM {SCRATCH}.source_gaps")
     gaps_changed = con.execute(RC_GAPS_CHANGED_SQL).fetchone()[0] > 0
@@ -528,6 +547,22 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
         build_reconciliation(con, config.reconcile, config.pricebook)
         return None
     return allocated
+
+def reuse_changed(con: duckdb.DuckDBPyConnection, days: list[date | None]) -> set[date]:
+    """Of `days`, those whose calls' `call_prefix_reuse` rows the scratch schema's differ from the store's (read
+    before the splice): a call's rows change when a call of another day within a cache lifetime changed."""
+    if not [d for d in days if d is not None]:
+        return set()
+    cols = ", ".join(f'"{c}"' for (c,) in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE schema_name = ? AND table_name = 'call_prefix_reuse' "
+        "ORDER BY column_index", [SCRATCH]).fetchall())
+    cond = started_within([d for d in days if d is not None])
+    new = f"SELECT {cols} FROM {SCRATCH}.call_prefix_reuse WHERE {cond}"
+    old = f"SELECT {cols} FROM main.call_prefix_reuse WHERE {cond}"
+    return {d for (d,) in con.execute(
+        f"SELECT DISTINCT CAST(started_at AS DATE) FROM (({new} EXCEPT ALL {old}) UNION ALL ({old} EXCEPT ALL {new}))"
+    ).fetchall()}
+
 
 AUDIT = "phaselens_audit"
 PER_CALL_AUDITS = frozenset({"call_attribution_once", "calls_priced_or_flagged", "no_negative_tokens_or_durations"})
@@ -603,6 +638,9 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
     allocated: list[list[date] | None] = [[]]
 
     def reconcile() -> None:
+        if touched:  # the touched days' counts of source_gaps, recounted
+            con.execute(f"DELETE FROM main.source_gap_days WHERE coalesce(day, {NULL_DAY}) IN (SELECT dkey FROM incr_days)")
+            con.execute("INSERT INTO main.source_gap_days BY NAME " + rows_within("source_gap_parts", touched))
         allocated[0] = reconcile_touched(con, config, billing_loads)
 
     def changed_days() -> list[date] | None:
@@ -635,17 +673,22 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             s.release()
             stage("reconcile", reconcile)
             s.inside()
-            s.copy_context(s.CACHE, cache_context)
+            s.view_context(s.CACHE, cache_context)
             s.narrow(CACHING_INPUTS, cache_context)
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
-            s.splice(SLICED["caching reuse"], "incr_cache_days", keep=SLICED["caching reuse"], started=days)
-            # the caching lever's sums of every day whose calls' reuse may have changed, then the whole-store rows
+            # the caching lever's sums of the touched days and of the neighbours whose calls' reuse changed (a
+            # neighbour's other inputs, its calls, prices and fits, are unchanged), then the whole-store rows
             # summed over the days
+            summed = sorted(set(touched) | reuse_changed(con, [d for d in days if d not in touched]),
+                            key=lambda d: d or date(1, 1, 1))
+            con.execute("CREATE OR REPLACE TEMP TABLE incr_cache_sum_days AS SELECT unnest(?::DATE[]) AS dkey",
+                        [[d or date(1, 1, 1) for d in summed]])
+            s.splice(SLICED["caching reuse"], "incr_cache_days", keep=SLICED["caching reuse"], started=days)
             s.inside()
-            s.context(s.CACHE, days)  # a subset of the reuse stage's context
+            s.context(s.CACHE, summed)  # a subset of the reuse stage's context
             s.restore(SLICED["caching reuse"])  # its rows of these days' calls are the ones spliced
             stage("caching days", lambda: build_caching(con, config.caching, "days"))
-            s.splice(SLICED["caching days"], "incr_cache_days")
+            s.splice(SLICED["caching days"], "incr_cache_sum_days")
             s.drop(SLICED["caching reuse"])
             s.widen()
             stage("caching", lambda: build_caching(con, config.caching, "merge"))
@@ -657,10 +700,11 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             s.drop(ATTRIBUTION_INPUTS)
             stage("workloads", lambda: b.build_workloads(con, workload_days()))
             # the what-if picks per (workload, day): the recomputed days' requests are all it reads
-            con.execute(f"CREATE TABLE {SCRATCH}.requests AS "
+            con.execute(f"CREATE VIEW {SCRATCH}.requests AS "
                         + rows_within("requests_in", touched, ", ".join(WHATIF_REQUEST_COLUMNS)))
             s.inside()
             stage("whatif", lambda: con.execute(sql_text("whatif_calls"), {"cap": config.whatif.sample_calls_per_day}))
+            con.execute(f"DROP VIEW {SCRATCH}.requests")
             s.splice(SLICED["whatif"])
     elif any(p.new_loads.values()):  # billing lines alone: the invoice side, and `workloads` that reads it
         with Scratch(con, []):
@@ -668,6 +712,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
         stage("workloads", lambda: b.build_workloads(con, workload_days()))
     if days or any(p.new_loads.values()):
         stage("audits", lambda: audit_touched(con, touched if days else [], allocated[0]))
-    for t in ("incr_loads", "incr_touched", "incr_days", "incr_cache_days", "incr_cache_context_days"):
+    for t in ("incr_loads", "incr_touched", "incr_days", "incr_cache_days", "incr_cache_context_days",
+              "incr_cache_sum_days"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return days, changed_days()

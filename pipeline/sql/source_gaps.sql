@@ -15,7 +15,8 @@
 -- source_gap_parts(since, until, unstarted): the counts the shares are made of, per source, instrumentation,
 -- convention, model, UTC day of the start, streaming flag (as written) and whether the call is an embedding, for the
 -- calls started in [since, until) (with `unstarted`, also those without a start). Every figure below is a sum of
--- them, so the build keeps them per day (`source_gap_days`) and an incremental build recounts the touched days only.
+-- them, so the build keeps them per day (`source_gap_days`), its reconciliation reads this view's query over those
+-- (pipeline/incremental.py, `source_gaps_sql`) and an incremental build recounts the touched days only.
 CREATE OR REPLACE MACRO source_gap_parts(since, until, unstarted) AS TABLE
 SELECT
   source, coalesce(instrumentation, source) AS instrumentation, convention, model,

@@ -237,6 +237,46 @@ def test_a_build_reports_the_days_it_recomputed(template, tmp_path):
     assert build(con, changed, full=True).reason == "--full asked for"
 
 
+def test_a_prefix_reused_across_midnight_recomputes_the_earlier_days_caching_sums(template, tmp_path):
+    """A call just after midnight that reuses the prompt prefix of a call just before it changes what the earlier
+    call writes to the cache: the incremental build recomputes that earlier day's caching sums too (its calls are
+    unchanged), and its store is the full build's."""
+    db = tmp_path / "midnight.duckdb"
+    db.write_bytes(template.read_bytes())
+    con = connect(db)
+    cfg = load_config(None)
+    source = con.execute("SELECT call_id FROM template_calls WHERE len(prefix_hashes) > 0 ORDER BY call_id").fetchone()[0]
+
+    def place(load: str, at: str) -> str:
+        con.execute(
+            """
+            INSERT INTO raw_calls
+            SELECT * REPLACE (call_id || ':' || $load AS call_id, $load AS load_id, CAST($at AS TIMESTAMP) AS started_at,
+                              CAST($at AS TIMESTAMP) + (first_token_at - started_at) AS first_token_at,
+                              CAST($at AS TIMESTAMP) + (ended_at - started_at) AS ended_at)
+            FROM template_calls WHERE call_id = $id
+            """, {"load": load, "at": at, "id": source})
+        return f"{source}:{load}"
+
+    def writes(sql: str, *args) -> list[tuple]:
+        return con.execute(sql, list(args)).fetchall()
+
+    before_midnight = place("A", "2026-11-20 23:58:00")
+    assert build(con, cfg).full
+    reuse_sql = "SELECT lifetime_s, write_tokens FROM call_prefix_reuse WHERE call_id = ? ORDER BY ALL"
+    sums_sql = "SELECT lifetime_s, sum(write_tokens) FROM caching_days WHERE day = DATE '2026-11-20' GROUP BY ALL ORDER BY ALL"
+    reuse, sums = writes(reuse_sql, before_midnight), writes(sums_sql)
+    place("B", "2026-11-21 00:01:00")
+    second = build(con, cfg)
+    assert not second.full
+    assert writes(reuse_sql, before_midnight) != reuse  # the later call reads what the earlier one wrote
+    assert writes(sums_sql) != sums                     # so the earlier day's sums moved
+    incr = _snapshot(con)
+    build(con, cfg, full=True)
+    problems = _diff(incr, _snapshot(con))
+    assert not problems, "\n".join(problems)
+
+
 def test_files_loaded_one_by_one_build_to_the_full_store(tmp_path):
     """The real loader, file by file (each its own ledger load id), with a build after each: the same store."""
     con = connect(tmp_path / "files.duckdb")
