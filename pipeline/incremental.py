@@ -406,7 +406,9 @@ class Scratch:
 # reconciliation: a cell (provider, model, day, token type) reads the billing lines of its day, the calls of its
 # day and the provider's billed range (whether its calls are covered), and its cause reads the cells one day either
 # side; so touched days (new calls, the days of new billing lines, days entering or leaving a billed range) are
-# recomputed with their neighbours, from the calls within two days of them. The billing lines are few: all are read.
+# recomputed with their neighbours, from the touched days' calls and the traced side the store keeps of the other
+# days within two of them (reconcile.CELL_TABLES: a day not touched has the same calls and billed range). The
+# billing lines are few: all are read.
 RC_CALL_COLUMNS = ("call_id", "started_at", "provider", "model", "uncached_input_tokens", "cache_read_tokens",
                    "cache_write_tokens", "output_tokens", "source", "instrumentation", "streaming", "workload_hint",
                    "service", "team", "project")
@@ -424,14 +426,18 @@ CREATE OR REPLACE TEMP TABLE incr_rc_days AS
 SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-1, 2) t(k);
 CREATE OR REPLACE TEMP TABLE incr_rc_context_days AS
 SELECT DISTINCT dkey + CAST(k AS INTEGER) AS dkey FROM incr_rc_touched, range(-2, 3) t(k);
+-- the context days that are not touched: their cells' traced side is the store's (reconcile.CELL_TABLES)
+CREATE OR REPLACE TEMP TABLE incr_rc_kept_days AS
+SELECT dkey FROM incr_rc_context_days EXCEPT SELECT dkey FROM incr_rc_touched;
 """
 
 
 def _rc_context(con: duckdb.DuckDBPyConnection) -> None:
-    """The touched cells' neighbour days and context days, and the context's calls as the scratch `raw_calls`: a
-    view over a temporary copy (selected with literal bounds, so only those days' row groups are read)."""
+    """The touched cells' neighbour days and context days, and the touched days' calls as the scratch
+    `raw_calls`: a view over a temporary copy (selected with literal bounds, so only those days' row groups are
+    read). The other context days' cells are read from the store's traced side, not from their calls."""
     con.execute(RC_DAYS_SQL)
-    days = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_context_days").fetchall()]
+    days = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_touched").fetchall()]
     con.execute(f"CREATE OR REPLACE TEMP TABLE {RC_CONTEXT} AS SELECT {', '.join(RC_CALL_COLUMNS)} "
                 f"FROM main.raw_calls WHERE {started_within(days)}")
     con.execute(f"CREATE OR REPLACE VIEW {SCRATCH}.raw_calls AS SELECT * FROM temp.main.{RC_CONTEXT}")
@@ -492,7 +498,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     cells of the touched days and their neighbours, or every cell when what a cell reads of the whole store
     changed (a source's gaps, the providers in scope). Returns the days whose invoice allocation it recomputed
     (None: every day)."""
-    from .reconcile import build_reconciliation
+    from .reconcile import CELL_TABLES, build_reconciliation
 
     # source_gaps from the build's per-day counts (those of the touched days recounted), evaluated once: the
     # context's cells read this copy
@@ -517,7 +523,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
         con.execute(f"SET search_path = '{SCRATCH},main'")
         try:
             build_reconciliation(con, config.reconcile, config.pricebook, list_price_days="incr_rc_context_days",
-                                 allocate_days="incr_rc_touched")
+                                 allocate_days="incr_rc_touched", keep_days="incr_rc_kept_days")
         finally:
             con.execute("SET search_path = 'main'")
         moved = con.execute(RC_RANGE_DAYS_SQL).fetchall()
@@ -529,7 +535,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     if not whole:
         # a neighbour day's lines and calls are unchanged, and so is its allocation: only its causes move
         for t, days in (("reconciliation", "incr_rc_days"), ("allocated_costs", "incr_rc_touched"),
-                        ("untraced_costs", "incr_rc_touched")):
+                        ("untraced_costs", "incr_rc_touched"), *((t, "incr_rc_touched") for t in CELL_TABLES)):
             con.execute(f"DELETE FROM main.{t} WHERE day IN (SELECT dkey FROM {days})")
             con.execute(f"INSERT INTO main.{t} BY NAME SELECT * FROM {SCRATCH}.{t} "
                         f"WHERE day IN (SELECT dkey FROM {days})")
@@ -539,9 +545,9 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     con.execute(f"DROP MACRO TABLE IF EXISTS {SCRATCH}.invoice_costs_in")
     for t in ("raw_calls", *RC_CALL_INPUTS):
         con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.{t}")
-    for t in (*RECONCILED, "reconcile_settings", "source_gaps"):
+    for t in (*RECONCILED, *CELL_TABLES, "reconcile_settings", "source_gaps"):
         con.execute(f"DROP TABLE IF EXISTS {SCRATCH}.{t}")
-    for t in ("incr_rc_touched", "incr_rc_days", "incr_rc_context_days", RC_CONTEXT):
+    for t in ("incr_rc_touched", "incr_rc_days", "incr_rc_context_days", "incr_rc_kept_days", RC_CONTEXT):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     if whole:
         build_reconciliation(con, config.reconcile, config.pricebook)

@@ -50,7 +50,10 @@ LIST_PRICES_SCHEMA = pa.schema(
      ("usd_per_token", UNIT_PRICE)]
 )
 REQUIRED_TABLES = ("call_costs", "call_workload")
-TEMP_TABLES = ("rc_line_days", "rc_billed", "rc_call_cells", "rc_cell_sources")
+TEMP_TABLES = ("rc_line_days", "rc_billed", "rc_call_cells")
+CELL_TABLES = ("reconciliation_traced", "reconciliation_sources")
+"""The traced side of the cells, per (provider, model, UTC day[, token type]): kept by the build, so an incremental
+build reads a neighbour day's cells from them instead of recounting its calls."""
 
 
 def _settings_table(con: duckdb.DuckDBPyConnection, settings: ReconcileSettings) -> None:
@@ -99,14 +102,16 @@ def list_prices_table(con: duckdb.DuckDBPyConnection, pricebook: PriceBook | Non
 
 def build_reconciliation(
     con: duckdb.DuckDBPyConnection, settings: ReconcileSettings | None = None, pricebook: PriceBook | None = None,
-    list_price_days: str | None = None, allocate_days: str | None = None,
+    list_price_days: str | None = None, allocate_days: str | None = None, keep_days: str | None = None,
 ) -> None:
     """Rebuild `reconciliation`, `allocated_costs`, `untraced_costs` and `invoice_costs` (USD, exact DECIMAL).
 
     `list_price_days`: look list prices up for these days only (a relation with a `dkey` column); the cells of
     other days then lack them, so an incremental build keeps only the cells of those days' neighbours.
     `allocate_days`: share out the billed money of these days' cells only (a relation with a `dkey` column);
-    `untraced_costs` of other days then counts nothing allocated."""
+    `untraced_costs` of other days then counts nothing allocated.
+    `keep_days`: days (a relation with a `dkey` column) whose traced side (`CELL_TABLES`) is read from the store's
+    tables (`main`) instead of from `raw_calls`, which then holds no call of those days."""
     missing = [t for t in REQUIRED_TABLES if not relation_exists(con, t)]
     if missing:
         raise StoreError(f"reconciliation needs {', '.join(missing)}, which the store lacks",
@@ -116,6 +121,10 @@ def build_reconciliation(
     try:
         with transaction(con):  # inside `phaselens build`, the build's transaction covers this stage
             _settings_table(con, settings)
+            con.execute(sql_text("reconciliation_cells"))
+            if keep_days:
+                for t in CELL_TABLES:
+                    con.execute(f"INSERT INTO {t} BY NAME SELECT * FROM main.{t} WHERE day IN (SELECT dkey FROM {keep_days})")
             con.execute(sql_text("reconciliation"))
             if allocate_days:
                 con.execute(f"DELETE FROM rc_call_cells WHERE day NOT IN (SELECT dkey FROM {allocate_days})")
