@@ -139,7 +139,14 @@ FROM rc_call_cells GROUP BY ALL;
 -- source_gaps.sql), by token type (kept by the build, as reconciliation_traced: of every provider's calls, billed
 -- or not, so a day's rows depend on its calls alone). Grain: (provider, model, day).
 CREATE OR REPLACE TABLE reconciliation_sources AS
-SELECT c.provider, c.model, CAST(c.started_at AS DATE) AS day,
+WITH per_source AS (  -- the calls counted per source first: the gaps are joined to a few rows, not to every call
+  SELECT provider, model, CAST(started_at AS DATE) AS day, source, coalesce(instrumentation, source) AS instrumentation,
+         count(*) FILTER (WHERE streaming) AS streamed_calls
+  FROM raw_calls
+  WHERE started_at IS NOT NULL  -- a call without a start is in no day's cell
+  GROUP BY ALL
+)
+SELECT c.provider, c.model, c.day,
   string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
     FILTER (WHERE list_has_any(g.gap_kinds, ['no_cache_counts', 'cache_counts_lost_when_streamed',
                                              'cache_counts_zeroed_when_streamed'])) AS cache_gap_sources,
@@ -152,8 +159,7 @@ SELECT c.provider, c.model, CAST(c.started_at AS DATE) AS day,
   string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation)
     FILTER (WHERE list_has_any(g.gap_kinds, ['no_output_counts'])) AS output_gap_sources,
   string_agg(DISTINCT g.instrumentation, ', ' ORDER BY g.instrumentation) AS all_sources,
-  count(*) FILTER (WHERE c.streaming) AS streamed_calls
-FROM raw_calls c
-JOIN source_gaps g ON g.source = c.source AND g.instrumentation = coalesce(c.instrumentation, c.source)
-WHERE c.started_at IS NOT NULL  -- a call without a start is in no day's cell
-GROUP BY ALL;
+  CAST(sum(c.streamed_calls) AS BIGINT) AS streamed_calls
+FROM per_source c
+JOIN source_gaps g ON g.source = c.source AND g.instrumentation = c.instrumentation
+GROUP BY c.provider, c.model, c.day;
