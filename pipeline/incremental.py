@@ -234,13 +234,11 @@ FROM (
 -- every stage but caching: the touched days themselves
 CREATE OR REPLACE TEMP TABLE incr_days AS SELECT dkey FROM incr_touched;
 -- caching reuse: a touched day and those within the caching reach either side (reuse looks back, first writes
--- look forward), read with the days within the reach of those; calls without a start time have no reuse
+-- look forward), read with the calls within the longest cache lifetime of them; calls without a start time have
+-- no reuse
 CREATE OR REPLACE TEMP TABLE incr_cache_days AS
 SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
 FROM incr_touched, range(-{reach}, {reach} + 1) t(k);
-CREATE OR REPLACE TEMP TABLE incr_cache_context_days AS
-SELECT DISTINCT CASE WHEN dkey = {NULL_DAY} THEN dkey ELSE dkey + CAST(k AS INTEGER) END AS dkey
-FROM incr_cache_days, range(-{reach}, {reach} + 1) t(k);
 """
 
 
@@ -255,14 +253,17 @@ def day_ranges(days: list[date]) -> list[tuple[date, date]]:
     return [(a, b) for a, b in ranges]
 
 
-def started_within(days: list[date | None], in_flight: bool = False, alias: str = "") -> str:
+def started_within(days: list[date | None], in_flight: bool = False, alias: str = "", margin_s: int = 0) -> str:
     """The condition selecting the calls that started on `days` (None: the calls without a start), or with
     `in_flight` also those running during one of them, written with literal bounds on `started_at`/`ended_at`
-    so DuckDB skips the row groups outside them (a store is loaded in about time order)."""
+    so DuckDB skips the row groups outside them (a store is loaded in about time order). `margin_s` widens
+    each run of days by that many seconds either side."""
     q = f"{alias}." if alias else ""
     parts = []
     for a, b in day_ranges([d for d in days if d is not None]):
         lo, hi = f"TIMESTAMP '{a}'", f"TIMESTAMP '{b}'"
+        if margin_s:
+            lo, hi = f"({lo} - INTERVAL {int(margin_s)} SECOND)", f"({hi} + INTERVAL {int(margin_s)} SECOND)"
         if in_flight:
             parts.append(f"({q}started_at < {hi} AND ({q}started_at >= {lo} OR {q}ended_at >= {lo}))")
         else:
@@ -316,12 +317,12 @@ class Scratch:
         self.con.execute(f"CREATE VIEW {SCRATCH}.raw_calls AS SELECT * FROM temp.main.{table}{where}")
         self.viewing = True
 
-    def view_context(self, table: str, days: list[date | None]) -> None:
-        """Make the calls that started on `days` the context: temp view `table` over the store's calls, with literal
-        bounds, so only those days' row groups are read (the caching stages read few of its columns: a copy of
-        every column would cost more than it saves)."""
+    def view_context(self, table: str, days: list[date | None], margin_s: int = 0) -> None:
+        """Make the calls that started on `days` (widened by `margin_s` seconds either side) the context: temp view
+        `table` over the store's calls, with literal bounds, so only those row groups are read (the caching stages
+        read few of its columns: a copy of every column would cost more than it saves)."""
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM main.raw_calls "
-                         f"WHERE {started_within(days)}")
+                         f"WHERE {started_within(days, margin_s=margin_s)}")
         self.context(table)
 
     def release(self) -> None:
@@ -366,12 +367,13 @@ class Scratch:
             else:
                 self.con.execute(f"DROP TABLE {SCRATCH}.{t}")
 
-    def narrow(self, tables: tuple[str, ...], days: list[date | None]) -> None:
+    def narrow(self, tables: tuple[str, ...], days: list[date | None], margin_s: int = 0) -> None:
         """Make each of the store's per-call `tables` (which keep the call's start) a view of the schema over the
-        rows of the calls that started on `days`, so a stage on those days reads their row groups only."""
+        rows of the calls that started on `days` (widened by `margin_s` seconds either side), so a stage on those
+        days reads their row groups only."""
         for t in tables:
             self.con.execute(f"CREATE OR REPLACE VIEW {SCRATCH}.{t} AS SELECT * FROM main.{t} "
-                             f"WHERE {started_within(days)}")
+                             f"WHERE {started_within(days, margin_s=margin_s)}")
         self.narrowed = tables
 
     def widen(self) -> None:
@@ -463,6 +465,10 @@ SELECT count(*) FROM (
     AND NOT EXISTS (SELECT 1 FROM main.raw_billing_lines b WHERE b.provider = c.provider AND b.token_type <> 'other')
   EXCEPT SELECT provider FROM {SCRATCH}.raw_calls)
 """
+# the billing lines alone say whether any provider is in scope only by its calls (a pass over billing lines, few)
+RC_OTHER_ONLY_SQL = """
+SELECT count(*) FROM (SELECT provider FROM main.raw_billing_lines GROUP BY provider HAVING bool_and(token_type = 'other'))
+"""
 RC_GAPS_CHANGED_SQL = """
 SELECT count(*) FROM (
   (SELECT * FROM incr_source_gaps EXCEPT SELECT * FROM build_source_gaps)
@@ -517,7 +523,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
     whole = False
     for _ in range(2):  # a second pass when a billed range moved over days not yet touched
         _rc_context(con)
-        if con.execute(RC_SCOPE_DIFFERS_SQL).fetchone()[0]:
+        if con.execute(RC_OTHER_ONLY_SQL).fetchone()[0] and con.execute(RC_SCOPE_DIFFERS_SQL).fetchone()[0]:
             whole = True
             break
         con.execute(f"SET search_path = '{SCRATCH},main'")
@@ -639,7 +645,7 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             f"SELECT dkey FROM {table} ORDER BY dkey").fetchall()]
 
     # the recomputed days (`incr_days`), those of the caching stages (a superset: `days`) and their context
-    touched, days, cache_context = listed("incr_days"), listed("incr_cache_days"), listed("incr_cache_context_days")
+    touched, days = listed("incr_days"), listed("incr_cache_days")
     changed = {d for d in touched if d is not None}
     allocated: list[list[date] | None] = [[]]
 
@@ -679,8 +685,10 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
             s.release()
             stage("reconcile", reconcile)
             s.inside()
-            s.view_context(s.CACHE, cache_context)
-            s.narrow(CACHING_INPUTS, cache_context)
+            # a call's reuse reads the calls within the longest cache lifetime of it, either side
+            lifetime = max(config.caching.lifetimes_s)
+            s.view_context(s.CACHE, days, margin_s=lifetime)
+            s.narrow(CACHING_INPUTS, days, margin_s=lifetime)
             stage("caching reuse", lambda: build_caching(con, config.caching, "reuse"))
             # the caching lever's sums of the touched days and of the neighbours whose calls' reuse changed (a
             # neighbour's other inputs, its calls, prices and fits, are unchanged), then the whole-store rows
@@ -718,7 +726,6 @@ def recompute(con: duckdb.DuckDBPyConnection, config: Config, p: Plan,
         stage("workloads", lambda: b.build_workloads(con, workload_days()))
     if days or any(p.new_loads.values()):
         stage("audits", lambda: audit_touched(con, touched if days else [], allocated[0]))
-    for t in ("incr_loads", "incr_touched", "incr_days", "incr_cache_days", "incr_cache_context_days",
-              "incr_cache_sum_days"):
+    for t in ("incr_loads", "incr_touched", "incr_days", "incr_cache_days", "incr_cache_sum_days"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return days, changed_days()
