@@ -560,6 +560,7 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
         return None
     return allocated
 
+
 def reuse_changed(con: duckdb.DuckDBPyConnection, days: list[date | None]) -> set[date]:
     """Of `days`, those whose calls' `call_prefix_reuse` rows the scratch schema's differ from the store's (read
     before the splice): a call's rows change when a call of another day within a cache lifetime changed."""
