@@ -212,10 +212,8 @@ def stats_over(db: Path, where: str) -> dict[str, dict]:
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM store.{name}")
         # the period macros the rules read, over the copies (a call's start decides its period, as in the store)
         for macro, table in (("requests_in", "narrowed"), ("invoice_costs_in", "all_invoice_costs")):
-            con.execute(f"""CREATE MACRO {macro}(since, until, unstarted) AS TABLE SELECT * FROM {table}
-                WHERE ((since IS NULL OR started_at >= CAST(since AS TIMESTAMP))
-                       AND (until IS NULL OR started_at < CAST(until AS TIMESTAMP)))
-                   OR (unstarted AND started_at IS NULL)""")
+            con.execute(f"CREATE MACRO {macro}(since, until, unstarted) AS TABLE SELECT * FROM {table} "
+                        "WHERE store.pl_started_in(started_at, since, until, unstarted)")
         con.execute(sql_text("sketch_macros") + sql_text("text_macros") + sql_text("workload_rules") + sql_text("workloads"))
         res = con.execute("SELECT * FROM workload_stats(NULL, NULL)")
         cols = [d[0] for d in res.description]
