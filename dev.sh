@@ -45,6 +45,7 @@ shift || true
 case "$cmd" in
   setup) setup ;;
   demo) setup; exec .venv/bin/phaselens demo "$@" ;;
-  test) setup; install_chromium; install_java; exec .venv/bin/python -m pytest "$@" ;;
+  # one worker a core, each test file whole on one worker (its module fixtures are built once); `-n 0` runs serially
+  test) setup; install_chromium; install_java; exec .venv/bin/python -m pytest -n auto --dist loadfile "$@" ;;
   *) echo "usage: ./dev.sh demo|test|setup [args]" >&2; exit 2 ;;
 esac

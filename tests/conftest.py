@@ -9,6 +9,7 @@ import pytest
 
 from phaselens.pipeline.load import ingest
 from phaselens.pipeline.store import connect
+from tests.summary import SUMMARIES
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -53,3 +54,16 @@ def demo_store(tmp_path_factory):
     build(con, load_config(SAMPLE_LOGS / "phaselens.toml"))
     con.close()
     return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """A pytest-xdist worker ended: keep the summaries its tests added (tests/summary.py)."""
+    got = getattr(node, "workeroutput", {}).get("phaselens_summaries") or {}
+    node.config.stash.setdefault(SUMMARIES, {}).update(got)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for title, text in sorted(config.stash.get(SUMMARIES, {}).items()):
+        terminalreporter.write_sep("=", title)
+        terminalreporter.write_line(text.rstrip("\n"))

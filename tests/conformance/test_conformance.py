@@ -11,6 +11,7 @@ import pytest
 
 from tests.conformance import evaluate as E
 from tests.conformance.known_gaps import KNOWN_GAPS
+from tests.summary import add_summary
 
 ENTRIES = E.entries()
 CASES = [(e, c) for e in ENTRIES for c in E.CHECKS]
@@ -34,12 +35,12 @@ def test_known_gaps_name_real_cases():
     assert not unknown, f"KNOWN_GAPS entries that are not a case of the suite: {unknown}"
 
 
-def test_summary_table(capsys):
+def test_summary_table(request):
+    """The conformance table, printed in the run's summary (tests/conftest.py), also when tests run in workers."""
     from tests.conformance.matrix import results_table
 
     table = results_table()
-    with capsys.disabled():
-        print("\n" + table)
+    add_summary(request.config, "conformance of real instrumentations", table)
     assert all(e in table for e in ENTRIES)
 
 

@@ -1,0 +1,16 @@
+"""Text a test adds to the end of the run's output (tests/conftest.py prints it), also when tests run in
+pytest-xdist workers: a worker hands it to the controlling process through `workeroutput`."""
+
+from __future__ import annotations
+
+import pytest
+
+SUMMARIES = pytest.StashKey[dict]()
+
+
+def add_summary(config: pytest.Config, title: str, text: str) -> None:
+    """Print `text` under `title` in the run's terminal summary."""
+    if hasattr(config, "workeroutput"):
+        config.workeroutput.setdefault("phaselens_summaries", {})[title] = text
+    else:
+        config.stash.setdefault(SUMMARIES, {})[title] = text
