@@ -24,11 +24,14 @@ WITH staged AS (
 ),
 g AS (
   SELECT s.*, l.label,
-         l.label.t = s.trace_id AND l.label.i = s.span_id AS is_root,
-         count(*) OVER (PARTITION BY l.label) AS n_spans
+         l.label.t = s.trace_id AND l.label.i = s.span_id AS is_root
   FROM staged s JOIN otlp_labels l USING (trace_id, span_id)
 ),
-ranked AS (
+sized AS (  -- spans per call, counted on the narrow keys (a window over the wide rows costs more)
+  SELECT g.*, n.n_spans, g AS r
+  FROM g JOIN (SELECT label, count(*) AS n_spans FROM g GROUP BY label) n USING (label)
+),
+ranked AS (  -- calls of several spans only
   SELECT *,
          -- the prefill worker's half of a disaggregated request never gives the tokens (its one output token)
          row_number() OVER (PARTITION BY label ORDER BY coalesce(_prefill_side, false), _token_fields DESC,
@@ -39,7 +42,7 @@ ranked AS (
            _start_ns DESC, span_id) AS timing_rank,
          min(_start_ns) OVER (PARTITION BY label) AS g_start_ns,
          max(_end_ns) OVER (PARTITION BY label) AS g_end_ns
-  FROM g
+  FROM sized WHERE n_spans > 1
 ),
 pick AS (
   SELECT
@@ -55,8 +58,18 @@ pick AS (
     bool_or(streaming) AS streaming,
     bool_or(status = 'error') AS any_error,
     list(span_id ORDER BY _start_ns) FILTER (WHERE NOT is_root) AS merged
-  FROM (SELECT ranked.*, ranked AS r FROM ranked)
+  FROM ranked
   GROUP BY label
+  UNION ALL
+  -- a call of one span: the same picks without grouping (that span is each of them, where it qualifies)
+  SELECT
+    label, n_spans, _start_ns, _end_ns,
+    CASE WHEN is_root THEN r END, r, r,
+    CASE WHEN _prefill_side AND convention IN ('vllm', 'sglang') THEN r END,
+    CASE WHEN NOT _prefill_side AND convention IN ('vllm', 'sglang') THEN r END,
+    streaming, status = 'error',
+    CASE WHEN NOT is_root THEN [span_id] END
+  FROM sized WHERE n_spans = 1
 ),
 joined AS (
   SELECT
