@@ -17,6 +17,9 @@ scope_spans AS (
 spans AS (
   SELECT line_no, rk, rv, coalesce(s.scope.name, '') AS scope_name, s.scope.version AS scope_version, unnest(s.spans) AS x FROM scope_spans
 ),
+marked AS (  -- which attributes carry prompt or completion text, decided once per attribute
+  SELECT *, list_transform(x.attributes, lambda a: otlp_is_content(a.key)) AS is_content FROM spans
+),
 flat AS (
   SELECT
     line_no, scope_name, scope_version, x.name AS span_name, x.kind AS span_kind,
@@ -29,13 +32,14 @@ flat AS (
     coalesce(TRY_CAST(x.droppedEventsCount AS BIGINT), 0) AS dropped_events,
     rk, rv,
     -- prompt/completion text: only for hashing the leading blocks (otlp_prefix.sql), never stored
-    list_filter(x.attributes, lambda a: otlp_is_content(a.key)) AS content_attrs,
-    list_transform(list_filter(x.attributes, lambda a: NOT otlp_is_content(a.key)), lambda a: a.key) AS k,
-    list_transform(list_filter(x.attributes, lambda a: NOT otlp_is_content(a.key)), lambda a: otlp_value(a.value)) AS v
-  FROM spans
+    list_filter(x.attributes, lambda a, i: is_content[i]) AS content_attrs,
+    list_transform(list_filter(x.attributes, lambda a, i: NOT is_content[i]), lambda a: a.key) AS k,
+    list_transform(list_filter(x.attributes, lambda a, i: NOT is_content[i]), lambda a: otlp_value(a.value)) AS v
+  FROM marked
 ),
 conv AS (  -- each attribute lookup of the conventions once, as _r0, _r1, ... (ingest/conventions.py)
   SELECT *, start_ns0 AS start_ns,
+    list_transform(k, lambda x: list_contains($keep, x)) AS kept,  -- on the allow-list, decided once per attribute
     {{CONVENTION_RAW_COLUMNS}}
   FROM flat
 ),
@@ -185,8 +189,8 @@ SELECT
   CASE WHEN cost_currency IS NULL OR upper(cost_currency) = 'USD' THEN cost_amount END AS provided_cost_usd,
   -- privacy by allow-list: only attributes the conventions know or the user keeps; the rest is dropped, key and value
   otlp_json_object(
-    list_concat(list_filter(k, lambda x: list_contains($keep, x)), CASE WHEN ttft_basis IS NOT NULL THEN ['phaselens.ttft_basis'] ELSE [] END),
-    list_concat(list_filter(v, lambda x, i: list_contains($keep, k[i])), CASE WHEN ttft_basis IS NOT NULL THEN [ttft_basis] ELSE [] END)
+    list_concat(list_filter(k, lambda x, i: kept[i]), CASE WHEN ttft_basis IS NOT NULL THEN ['phaselens.ttft_basis'] ELSE [] END),
+    list_concat(list_filter(v, lambda x, i: kept[i]), CASE WHEN ttft_basis IS NOT NULL THEN [ttft_basis] ELSE [] END)
   ) AS attributes_json,
   content_attrs,
   -- for merging spans of one call (otlp_merge.sql)
