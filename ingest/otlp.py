@@ -1,8 +1,8 @@
 """OTLP JSON traces: the Collector's file exporter (JSON Lines, one batch a line), a single OTLP JSON
 document, and gzip-compressed files of either.
 
-Spans are read by DuckDB (`read_csv` of whole lines, then `from_json` with the OTLP structure), not by
-a Python loop, so a million spans load in seconds. Attribute conventions (OTel GenAI old and new,
+Lines are read in chunks of about 64 MB and parsed by DuckDB (`from_json` with the OTLP structure), not by
+a Python loop, so a million spans load in seconds and memory stays flat whatever the file size. Attribute conventions (OTel GenAI old and new,
 OpenLLMetry, OpenInference, vLLM) are mapped to one `LlmCall` row in `sql/otlp_spans.sql`.
 
 Policy, per record: a span that is not a model call (HTTP, database, tool, agent) is skipped and
@@ -312,7 +312,8 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str],
                END AS raw
         FROM (
           SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
-          FROM (SELECT line_no, line, json_valid(line) AS ok FROM otlp_chunk WHERE trim(line, ' \t\r\n') <> '')
+          -- blank lines are not records; a match that stops at the first other character, not a trimmed copy of each line
+          FROM (SELECT line_no, line, json_valid(line) AS ok FROM otlp_chunk WHERE NOT regexp_full_match(line, '[ \t\r\n]*'))
         )
         """,
         {"structure": STRUCTURE},
