@@ -20,6 +20,11 @@ spans AS (
 marked AS (  -- which attributes carry prompt or completion text, decided once per attribute
   SELECT *, list_transform(x.attributes, lambda a: otlp_is_content(a.key)) AS is_content FROM spans
 ),
+parted AS (
+  SELECT *, list_filter(x.attributes, lambda a, i: is_content[i]) AS content_attrs,
+         list_filter(x.attributes, lambda a, i: NOT is_content[i]) AS plain_attrs
+  FROM marked
+),
 flat AS (
   SELECT
     line_no, scope_name, scope_version, x.name AS span_name, x.kind AS span_kind,
@@ -32,10 +37,10 @@ flat AS (
     coalesce(TRY_CAST(x.droppedEventsCount AS BIGINT), 0) AS dropped_events,
     rk, rv,
     -- prompt/completion text: only for hashing the leading blocks (otlp_prefix.sql), never stored
-    list_filter(x.attributes, lambda a, i: is_content[i]) AS content_attrs,
-    list_transform(list_filter(x.attributes, lambda a, i: NOT is_content[i]), lambda a: a.key) AS k,
-    list_transform(list_filter(x.attributes, lambda a, i: NOT is_content[i]), lambda a: otlp_value(a.value)) AS v
-  FROM marked
+    content_attrs,
+    list_transform(plain_attrs, lambda a: a.key) AS k,
+    list_transform(plain_attrs, lambda a: otlp_value(a.value)) AS v
+  FROM parted
 ),
 conv AS (  -- each attribute lookup of the conventions once, as _r0, _r1, ... (ingest/conventions.py)
   SELECT *, start_ns0 AS start_ns,
