@@ -2,8 +2,9 @@
 document, and gzip-compressed files of either.
 
 Lines are read in chunks of about 64 MB and parsed by DuckDB (`from_json` with the OTLP structure), not by
-a Python loop, so a million spans load in seconds and memory stays flat whatever the file size. Attribute conventions (OTel GenAI old and new,
-OpenLLMetry, OpenInference, vLLM) are mapped to one `LlmCall` row in `sql/otlp_spans.sql`.
+a Python loop, so a million spans load in seconds and memory stays flat whatever the file size. Attribute
+conventions (OTel GenAI old and new, OpenLLMetry, OpenInference, vLLM) are mapped to one `LlmCall` row in
+`sql/otlp_spans.sql`.
 
 Policy, per record: a span that is not a model call (HTTP, database, tool, agent) is skipped and
 counted; a model-call span with a bad value is rejected with its reason; a line that is not JSON is

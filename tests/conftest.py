@@ -9,7 +9,7 @@ import pytest
 
 from phaselens.pipeline.load import ingest
 from phaselens.pipeline.store import connect
-from tests.summary import SUMMARIES
+from tests.summary import SUMMARIES, take_from_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -59,8 +59,7 @@ def demo_store(tmp_path_factory):
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """A pytest-xdist worker ended: keep the summaries its tests added (tests/summary.py)."""
-    got = getattr(node, "workeroutput", {}).get("phaselens_summaries") or {}
-    node.config.stash.setdefault(SUMMARIES, {}).update(got)
+    take_from_worker(node.config, node)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -6,11 +6,17 @@ from __future__ import annotations
 import pytest
 
 SUMMARIES = pytest.StashKey[dict]()
+_WORKER_KEY = "phaselens_summaries"
 
 
 def add_summary(config: pytest.Config, title: str, text: str) -> None:
     """Print `text` under `title` in the run's terminal summary."""
     if hasattr(config, "workeroutput"):
-        config.workeroutput.setdefault("phaselens_summaries", {})[title] = text
+        config.workeroutput.setdefault(_WORKER_KEY, {})[title] = text
     else:
         config.stash.setdefault(SUMMARIES, {})[title] = text
+
+
+def take_from_worker(config: pytest.Config, node) -> None:
+    """Keep the summaries a finished pytest-xdist worker's tests added."""
+    config.stash.setdefault(SUMMARIES, {}).update(getattr(node, "workeroutput", {}).get(_WORKER_KEY) or {})
