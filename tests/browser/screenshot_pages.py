@@ -48,7 +48,7 @@ HIDDEN_LEGEND_SYMBOLS = """() => [...document.querySelectorAll('[data-testid="st
 # the grid lines drawn on it (no element has it); each text (every row: the grid is scrolled through) from its
 # accessible table, measured with the grid's font, and cut when the left padding and the text pass the column's
 # edge. That table holds figures unformatted, so a figure column (right-aligned) is cut when ink touches its
-# left edge instead.
+# left edge instead. A table whose grid has not drawn within 10 s is named too: it was not measured.
 CUT_TABLE_CELLS = """async () => {
   const pause = ms => new Promise(r => setTimeout(r, ms));
   const drawn = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 80))));
@@ -56,11 +56,19 @@ CUT_TABLE_CELLS = """async () => {
   const ruler = document.createElement('canvas').getContext('2d');
   const out = new Set();
   for (const [i, d] of [...document.querySelectorAll('[data-testid="stDataFrame"]')].entries()) {
-    const canvas = d.querySelector('canvas[data-testid="data-grid-canvas"]');
-    const scroller = d.querySelector('.dvn-scroller');
-    if (!canvas || !scroller || !canvas.clientWidth) continue;
+    // a grid draws after the script run ends, later on a busy machine: wait up to 10 s for its canvas and rows
+    const drawnGrid = () => {
+      const c = d.querySelector('canvas[data-testid="data-grid-canvas"]');
+      return c && c.clientWidth && d.querySelector('.dvn-scroller') ? c : null;
+    };
+    for (let t = 0; !drawnGrid() && t < 200; t++) await pause(50);
+    const canvas = drawnGrid(), scroller = d.querySelector('.dvn-scroller');
     const shown = () => [...d.querySelectorAll('table[role="grid"] tr')].map(tr => tr.getAttribute('aria-rowindex')).join();
-    for (let t = 0; !shown() && t < 60; t++) await pause(50);
+    for (let t = 0; canvas && !shown() && t < 200; t++) await pause(50);
+    if (!canvas || !shown()) {  // not measured is not whole: say so rather than pass it
+      out.add(`table ${i}: not drawn within 10 s, its cells could not be measured`);
+      continue;
+    }
     await drawn();
     const css = getComputedStyle(canvas.closest('.stDataFrameGlideDataEditor'));
     const v = name => css.getPropertyValue(name).trim();
