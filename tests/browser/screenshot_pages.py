@@ -48,7 +48,8 @@ HIDDEN_LEGEND_SYMBOLS = """() => [...document.querySelectorAll('[data-testid="st
 # the grid lines drawn on it (no element has it); each text (every row: the grid is scrolled through) from its
 # accessible table, measured with the grid's font, and cut when the left padding and the text pass the column's
 # edge. That table holds figures unformatted, so a figure column (right-aligned) is cut when ink touches its
-# left edge instead. A table whose grid has not drawn within 10 s is named too: it was not measured.
+# left edge instead. A table whose grid has not drawn and painted within 10 s each is named too: it was not
+# measured.
 CUT_TABLE_CELLS = """async () => {
   const pause = ms => new Promise(r => setTimeout(r, ms));
   const drawn = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 80))));
@@ -74,6 +75,19 @@ CUT_TABLE_CELLS = """async () => {
     const v = name => css.getPropertyValue(name).trim();
     const rgb = hex => [1, 3, 5].map(k => parseInt(hex.slice(k, k + 2), 16));
     const pad = parseFloat(v('--gdg-cell-horizontal-padding')), line = rgb(v('--gdg-border-color')), bg = rgb(v('--gdg-bg-cell'));
+    // the canvas can be in place before the grid paints on it (a blank canvas has no lines and no ink to measure)
+    const painted = () => {
+      if (!canvas.width || !canvas.height) return false;
+      const p = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      for (let o = 0; o < p.length; o += 4) if ([0, 1, 2].some(k => Math.abs(p[o + k] - bg[k]) > 48)) return true;
+      return false;
+    };
+    for (let t = 0; !painted() && t < 100; t++) await pause(100);
+    if (!painted()) {
+      out.add(`table ${i}: not painted within 10 s, its cells could not be measured`);
+      continue;
+    }
+    await drawn();
     const W = canvas.width, H = canvas.height, ratio = W / canvas.clientWidth;
     const pixels = () => canvas.getContext('2d').getImageData(0, 0, W, H).data;
     const near = (px, o, c, tol) => [0, 1, 2].every(k => Math.abs(px[o + k] - c[k]) <= tol);

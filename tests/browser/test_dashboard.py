@@ -261,6 +261,7 @@ def test_the_cut_cell_check_finds_cut_texts_figures_and_headers(browser, tmp_pat
                 assert time.monotonic() < deadline, log.read_text()[-2000:]
                 time.sleep(0.5)
         w.settle("Cut cells")
+        w.page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=READY_S * 1000)
         cut = inspect_page(w.page)["cut_table_cells"]
         named = {re.search(r'column "([^"]*)"', c).group(1) for c in cut}
         assert named == {"Model", "Cost", "A header longer than its column"}, cut
