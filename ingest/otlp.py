@@ -130,7 +130,8 @@ def sdk_scope_sql() -> str:
 @functools.cache
 def merge_sql() -> str:
     """sql/otlp_merge.sql with the provider SDKs' own scopes from the conventions table."""
-    return _sql("otlp_merge").replace("{{SDK_SCOPE}}", sdk_scope_sql())
+    return (_sql("otlp_merge").replace("{{SDK_SCOPE}}", sdk_scope_sql())
+            .replace("{{DISAGG_NS}}", str(otlp_carry.DISAGG_NS)))  # the read-back searches the same window
 
 
 MERGE_ROUNDS = 4  # label propagation rounds: enough for chains of up to 2**4 spans of one call

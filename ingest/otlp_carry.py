@@ -42,6 +42,7 @@ _NOT_STORED = ("content_attrs", "line_no", "call_id")
 _THIN = ("trace_id", "span_id", "parent_span_id", "_kind", "_span_name", "_start_ns", "_end_ns", "_scope", "source")
 _BUCKET_NS = 60_000_000_000  # candidate search of the cross-trace rules in one-minute buckets
 _REACH = 3  # buckets either side: rule 4 pairs spans up to 60 s apart, a competing wrapper up to 60 s before that
+DISAGG_NS = 600_000_000_000  # rule 5 pairs a prefill and a decode span that start less than 10 minutes apart
 
 
 def _own_call_id(a: str) -> str:
@@ -87,8 +88,19 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> int:
     return con.execute(sql, params or {}).fetchall()[0][0]
 
 
-def _candidates_sql(sdk_expr: str) -> str:
-    """Traces of stored call spans that a cross-trace rule (3, 4, 5 of otlp_merge.sql) could link to a seed span."""
+def _candidates_sql(sdk_expr: str, engines: bool) -> str:
+    """Traces of stored call spans that a cross-trace rule (3, 4, 5 of otlp_merge.sql) could link to a seed span.
+
+    Each rule pairs spans that start minutes apart at most, so the store is read only within a margin of the seed's
+    times, and a store's older days are skipped by their zone maps: rules 3 and 4 from `$lo_ns` to `$hi_ns` (the
+    seed's buckets widened by one), rule 5 strictly between `$lo_engine_ns` and `$hi_engine_ns` (its pairs start
+    less than `DISAGG_NS` apart). Rule 5 (the same request id or bootstrap room) is searched only when `engines`,
+    the seed has engine spans, listed in `otlp_seed_engine`."""
+    rule5 = f"""
+UNION
+SELECT s.trace_id FROM engine s JOIN otlp_seed_engine k ON s._request_id = k._request_id AND s.model = k.model
+UNION                                                              -- 5: disaggregated serving
+SELECT s.trace_id FROM engine s JOIN otlp_seed_engine k ON s._room = k._room AND s.model = k.model""" if engines else ""
     return f"""
 WITH seed AS (
   SELECT *, {sdk_expr} AS _sdk FROM otlp_seed WHERE _kind = 'call' AND _reason IS NULL
@@ -102,21 +114,20 @@ seed_b AS (
                                                                              AND k.model = seed.model)
 ),
 stored AS (
-  SELECT trace_id, _scope, coalesce(service, '') AS svc, model, coalesce(model_raw, '') AS mraw, convention,
-         _request_id, _room, {sdk_expr} AS _sdk, (_start_ns // {_BUCKET_NS})::BIGINT AS b
-  FROM {SPANS} WHERE _kind = 'call'
+  SELECT trace_id, _scope, coalesce(service, '') AS svc, model, coalesce(model_raw, '') AS mraw,
+         {sdk_expr} AS _sdk, (_start_ns // {_BUCKET_NS})::BIGINT AS b
+  FROM {SPANS} WHERE _kind = 'call' AND _start_ns >= $lo_ns AND _start_ns < $hi_ns
+),
+engine AS (
+  SELECT trace_id, model, _request_id, _room FROM {SPANS}
+  WHERE _kind = 'call' AND convention IN ('vllm', 'sglang') AND _start_ns > $lo_engine_ns AND _start_ns < $hi_engine_ns
 )
 SELECT s.trace_id FROM stored s JOIN seed_b k ON s.svc = k.svc AND s.model = k.model AND s.b = k.b
  WHERE s._sdk OR k._sdk                                            -- 4: a provider SDK's own span and its wrapper
 UNION
 SELECT s.trace_id FROM stored s JOIN seed_b k ON s._scope = k._scope AND s.svc = k.svc AND s.mraw = k.mraw AND s.b = k.b
  WHERE s._scope LIKE 'logfire%'                                    -- 3: Logfire's request and streaming response
-UNION
-SELECT s.trace_id FROM stored s JOIN seed k ON s._request_id = k._request_id AND s.model = k.model
- WHERE s.convention IN ('vllm', 'sglang') AND k.convention IN ('vllm', 'sglang')  -- 5: disaggregated serving
-UNION
-SELECT s.trace_id FROM stored s JOIN seed k ON s._room = k._room AND s.model = k.model
- WHERE s.convention IN ('vllm', 'sglang') AND k.convention IN ('vllm', 'sglang')
+{rule5}
 """
 
 
@@ -125,6 +136,10 @@ def carry_in(con: duckdb.DuckDBPyConnection, sdk_expr: str) -> dict[str, int]:
 
     Adds `_stored_call` (the stored call a read-back span belongs to) and `_pulled` (read back) to `otlp_spans`.
     Returns the duplicates (calls already stored, spans repeated in the chunk) and the chunk's new call spans.
+
+    The store is read by trace id (its spans of the chunk's traces, in one pass that skips the other columns of
+    the rows it does not keep), by time (the cross-trace rules' candidates) and by call id (the closure over
+    calls): what it costs follows the chunk and the traces it touches, not how much history the store holds.
     """
     ensure_tables(con)
     con.execute("ALTER TABLE otlp_spans ADD COLUMN _stored_call VARCHAR")
@@ -135,13 +150,36 @@ def carry_in(con: duckdb.DuckDBPyConnection, sdk_expr: str) -> dict[str, int]:
         "AND trace_id IS NOT NULL AND span_id IS NOT NULL "
         "QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY line_no, rowid) > 1) "
         "RETURNING _kind").fetchall()
+    _traces(con)
+    # the stored spans of the chunk's traces: the duplicates among the chunk's spans, and the first spans read back
+    con.execute(f"CREATE OR REPLACE TEMP TABLE otlp_pulled AS SELECT * FROM {SPANS} LIMIT 0")
+    _fetch(con, "SELECT trace_id FROM otlp_pull_t")
+    out = _carry(con, sdk_expr, repeated)
+    con.execute("DROP VIEW IF EXISTS otlp_seed")
+    for t in ("otlp_pull_t", "otlp_pulled", "otlp_sdk_keys", "otlp_seed_engine"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    return out
+
+
+def _traces(con: duckdb.DuckDBPyConnection) -> None:
+    """otlp_pull_t: the traces of the chunk's spans, the first traces to read back."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE otlp_pull_t AS "
+        "SELECT DISTINCT trace_id FROM otlp_spans WHERE _reason IS NULL AND trace_id IS NOT NULL")
+
+
+def _carry(con: duckdb.DuckDBPyConnection, sdk_expr: str, repeated: list) -> dict[str, int]:
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE otlp_dups AS
         SELECT s.trace_id, s.span_id, s._kind, {_stored_call('r')} AS stored_call_id
-        FROM otlp_spans s JOIN {SPANS} r ON r.trace_id = s.trace_id AND r.span_id = s.span_id
+        FROM otlp_spans s JOIN otlp_pulled r ON r.trace_id = s.trace_id AND r.span_id = s.span_id
         WHERE s._reason IS NULL""")
     stored_dups = _count(con, "SELECT count(DISTINCT stored_call_id) FROM otlp_dups WHERE _kind = 'call'")
-    con.execute("DELETE FROM otlp_spans s USING otlp_dups d WHERE s.trace_id = d.trace_id AND s.span_id = d.span_id")
+    if _count(con, "SELECT count(*) FROM otlp_dups"):
+        con.execute("DELETE FROM otlp_spans s USING otlp_dups d WHERE s.trace_id = d.trace_id AND s.span_id = d.span_id")
+        # a trace whose spans here were all duplicates is not the chunk's any more
+        _traces(con)
+        con.execute("DELETE FROM otlp_pulled WHERE trace_id NOT IN (SELECT trace_id FROM otlp_pull_t)")
     con.execute("DROP TABLE otlp_dups")
     new_calls = _count(con, "SELECT count(*) FROM otlp_spans WHERE _kind = 'call' AND _reason IS NULL")
     out = {"duplicates": stored_dups + sum(1 for (k,) in repeated if k == "call"), "new_call_spans": new_calls}
@@ -150,61 +188,95 @@ def carry_in(con: duckdb.DuckDBPyConnection, sdk_expr: str) -> dict[str, int]:
     if not _count(con, f"SELECT count(*) FROM (SELECT 1 FROM {SPANS} LIMIT 1)"):
         return out
 
+    # service and model pairs with a provider SDK's own span near the seed in time, in the store or the chunk:
+    # only there can rule 4 link
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE otlp_pull_t AS "
-        "SELECT DISTINCT trace_id FROM otlp_spans WHERE _reason IS NULL AND trace_id IS NOT NULL")
-    # service and model pairs with a provider SDK's own span in the store or the chunk: only there can rule 4 link
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE otlp_sdk_keys AS SELECT DISTINCT coalesce(service, '') AS svc, model FROM "
-        f"(SELECT service, model, _scope FROM otlp_spans WHERE _kind = 'call' UNION ALL "
-        f"SELECT service, model, _scope FROM {SPANS} WHERE _kind = 'call' AND parent_span_id IS NULL) WHERE {sdk_expr}")
-    cand = _candidates_sql(sdk_expr)
+        "CREATE OR REPLACE TEMP TABLE otlp_sdk_keys AS SELECT DISTINCT coalesce(service, '') AS svc, model FROM "
+        f"(SELECT service, model, _scope FROM otlp_spans WHERE _kind = 'call') WHERE {sdk_expr}")
     for _ in range(2):  # the chunk's candidates, then their competitors (the nearest-pair rules rank all of them)
         con.execute(
-            f"CREATE OR REPLACE TEMP VIEW otlp_seed AS SELECT * EXCLUDE (_stored_call, _pulled) FROM otlp_spans UNION ALL BY NAME "
-            f"SELECT * EXCLUDE (stored_call_id, prefix_hashes, prefix_tokens) FROM {SPANS} "
-            "WHERE trace_id IN (SELECT trace_id FROM otlp_pull_t)")
-        con.execute(f"INSERT INTO otlp_pull_t SELECT trace_id FROM ({cand}) c "
-                    "WHERE trace_id NOT IN (SELECT trace_id FROM otlp_pull_t)")
+            "CREATE OR REPLACE TEMP VIEW otlp_seed AS SELECT * EXCLUDE (_stored_call, _pulled) FROM otlp_spans "
+            "UNION ALL BY NAME SELECT * EXCLUDE (stored_call_id, prefix_hashes, prefix_tokens) FROM otlp_pulled")
+        lo, hi, lo_engine, hi_engine = con.execute(
+            f"""SELECT (min(_start_ns // {_BUCKET_NS}) - {_REACH + 1}) * {_BUCKET_NS},
+                       (max(coalesce(_end_ns, _start_ns) // {_BUCKET_NS}) + {_REACH + 2}) * {_BUCKET_NS},
+                       min(_start_ns) FILTER (WHERE convention IN ('vllm', 'sglang')) - {DISAGG_NS},
+                       max(_start_ns) FILTER (WHERE convention IN ('vllm', 'sglang')) + {DISAGG_NS}
+                FROM otlp_seed WHERE _kind = 'call' AND _reason IS NULL""").fetchall()[0]
+        engines = lo_engine is not None
+        if lo is not None:
+            con.execute(
+                f"INSERT INTO otlp_sdk_keys SELECT DISTINCT coalesce(service, '') AS svc, model FROM {SPANS} WHERE "
+                f"_kind = 'call' AND parent_span_id IS NULL AND _start_ns >= $lo AND _start_ns < $hi AND {sdk_expr} "
+                "EXCEPT SELECT svc, model FROM otlp_sdk_keys", {"lo": lo, "hi": hi})
+            if engines:
+                con.execute("CREATE OR REPLACE TEMP TABLE otlp_seed_engine AS SELECT DISTINCT model, _request_id, _room "
+                            "FROM otlp_seed WHERE _kind = 'call' AND _reason IS NULL AND convention IN ('vllm', 'sglang')")
+            _pull(con, f"SELECT trace_id FROM ({_candidates_sql(sdk_expr, engines)}) c",
+                  {"lo_ns": lo, "hi_ns": hi, "lo_engine_ns": lo_engine or 0, "hi_engine_ns": hi_engine or 0})
         _close_over_calls(con)
-    con.execute("DROP VIEW otlp_seed")
     # a call's only span is stored without its attributes: they are the call row's (raw_calls, or this load's
     # stage_calls when an earlier chunk stored it)
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE otlp_bare AS
+        SELECT DISTINCT {_stored_call('s')} AS call_id FROM otlp_pulled s WHERE s.attributes_json IS NULL AND s._kind = 'call'""")
     con.execute(
         f"""INSERT INTO otlp_spans BY NAME
         SELECT s.* EXCLUDE (stored_call_id, prefix_hashes, prefix_tokens) REPLACE (
                  coalesce(s.attributes_json, c.attributes_json) AS attributes_json),
                CASE WHEN s._kind = 'call' THEN {_own_call_id('s')} END AS call_id, {_stored_call('s')} AS _stored_call,
                true AS _pulled
-        FROM {SPANS} s
-        LEFT JOIN (SELECT call_id, attributes_json FROM main.raw_calls UNION ALL
-                   SELECT call_id, attributes_json FROM stage_calls) c
-          ON s.attributes_json IS NULL AND s._kind = 'call' AND c.call_id = {_stored_call('s')}
-        WHERE s.trace_id IN (SELECT trace_id FROM otlp_pull_t)""")
+        FROM otlp_pulled s
+        LEFT JOIN (SELECT call_id, attributes_json FROM main.raw_calls WHERE call_id IN (SELECT call_id FROM otlp_bare)
+                   UNION ALL
+                   SELECT call_id, attributes_json FROM stage_calls WHERE call_id IN (SELECT call_id FROM otlp_bare)) c
+          ON s.attributes_json IS NULL AND s._kind = 'call' AND c.call_id = {_stored_call('s')}""")
+    con.execute("DROP TABLE otlp_bare")
     con.execute(
-        f"INSERT INTO otlp_prefix BY NAME SELECT {_own_call_id(SPANS)} AS call_id, prefix_hashes, prefix_tokens FROM {SPANS} "
-        "WHERE trace_id IN (SELECT trace_id FROM otlp_pull_t) AND prefix_hashes IS NOT NULL")
-    con.execute("DROP TABLE otlp_pull_t")
-    con.execute("DROP TABLE otlp_sdk_keys")
+        f"INSERT INTO otlp_prefix BY NAME SELECT {_own_call_id('otlp_pulled')} AS call_id, prefix_hashes, prefix_tokens "
+        "FROM otlp_pulled WHERE prefix_hashes IS NOT NULL")
     return out
 
 
+def _pull(con: duckdb.DuckDBPyConnection, traces_sql: str, params: dict | None = None) -> int:
+    """Read back the stored spans of the traces `traces_sql` selects that are not read back yet."""
+    added = con.execute(
+        f"INSERT INTO otlp_pull_t SELECT DISTINCT trace_id FROM ({traces_sql}) t "
+        "WHERE trace_id NOT IN (SELECT trace_id FROM otlp_pull_t) RETURNING trace_id", params or {}).fetchall()
+    if added:
+        con.execute("CREATE OR REPLACE TEMP TABLE otlp_pull_new AS SELECT unnest($t) AS trace_id",
+                    {"t": [t for (t,) in added]})
+        _fetch(con, "SELECT trace_id FROM otlp_pull_new")
+        con.execute("DROP TABLE otlp_pull_new")
+    return len(added)
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, traces_sql: str) -> None:
+    """Add the stored spans of the traces `traces_sql` selects to otlp_pulled.
+
+    Two passes: the first reads only the trace ids (and start times) of the store, the second reads whole rows,
+    but only of the row groups whose start times span the matches, which are often the newest ones."""
+    n, nulls, lo, hi = con.execute(
+        f"SELECT count(*), count(*) - count(_start_ns), min(_start_ns), max(_start_ns) FROM {SPANS} "
+        f"WHERE trace_id IN ({traces_sql})").fetchall()[0]
+    if not n:
+        return
+    when = "" if nulls else "_start_ns >= $lo AND _start_ns <= $hi AND "
+    con.execute(f"INSERT INTO otlp_pulled SELECT * FROM {SPANS} WHERE {when}trace_id IN ({traces_sql})",
+                {} if nulls else {"lo": lo, "hi": hi})
+
+
 def _close_over_calls(con: duckdb.DuckDBPyConnection) -> None:
-    """Grow otlp_pull_t until every stored call with a span in it has all its traces in it.
+    """Grow the read-back spans until every stored call with a span among them has all its traces there.
 
     Only spans of calls made of several spans have a `stored_call_id`: the calls of the pulled traces are those ids
     and the pulled call spans' own ids (a call's first span names it and has none)."""
     while True:
-        added = con.execute(
-            f"""INSERT INTO otlp_pull_t
-            WITH pulled AS (SELECT * FROM {SPANS} WHERE trace_id IN (SELECT trace_id FROM otlp_pull_t)),
-            calls AS (SELECT stored_call_id FROM pulled WHERE stored_call_id IS NOT NULL
-                      UNION SELECT {_own_call_id('pulled')} FROM pulled WHERE _kind = 'call')
-            SELECT DISTINCT r.trace_id FROM {SPANS} r
-            WHERE r.stored_call_id IN (SELECT stored_call_id FROM calls)
-              AND r.trace_id NOT IN (SELECT trace_id FROM otlp_pull_t)
-            RETURNING trace_id""").fetchall()
-        if not added:
+        calls = [c for (c,) in con.execute(
+            f"""SELECT stored_call_id FROM otlp_pulled WHERE stored_call_id IS NOT NULL
+            UNION SELECT {_own_call_id('otlp_pulled')} FROM otlp_pulled WHERE _kind = 'call'""").fetchall()]
+        if not calls or not _pull(con, f"SELECT trace_id FROM {SPANS} WHERE stored_call_id IN (SELECT unnest($c))",
+                                  {"c": calls}):
             return
 
 

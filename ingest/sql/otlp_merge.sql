@@ -68,7 +68,7 @@ disagg AS (
   FROM engine p JOIN engine d
     ON p._prefill_side AND NOT d._prefill_side AND p.model = d.model
    AND (p._request_id = d._request_id OR p._room = d._room)
-   AND d._end_ns >= p._start_ns AND abs(d._start_ns - p._start_ns) < 600000000000
+   AND d._end_ns >= p._start_ns AND abs(d._start_ns - p._start_ns) < {{DISAGG_NS}}
   QUALIFY row_number() OVER (PARTITION BY d.trace_id, d.span_id ORDER BY abs(d._start_ns - p._start_ns), p.span_id) = 1
 ),
 sdk_own AS (

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from phaselens.pipeline.load import ingest
 from tests.ingest.test_otlp_merge import MS, T0, _value
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
@@ -161,6 +162,38 @@ def test_disaggregated_request_is_one_call_phases_from_each_pool(store, load, tm
     attrs = json.loads(a["attributes_json"])
     assert (attrs["phaselens.prefill_pool"], attrs["phaselens.decode_pool"]) == ("vllm-prefill", "vllm-decode")
     assert a["span_id"] == "a0".ljust(16, "0")  # the earlier span, on the prefill worker, names the call
+
+
+def _pools(store) -> list[tuple]:
+    return [(r["span_id"], r["uncached_input_tokens"], r["cache_read_tokens"], r["output_tokens"],
+             round(r["prefill_s"], 6), round(r["decode_s"], 6),
+             json.loads(r["attributes_json"]).get("phaselens.decode_pool")) for r in requests(store)]
+
+
+@pytest.mark.parametrize("order", ["prefill first", "decode first"])
+def test_disaggregated_halves_in_two_files_are_the_calls_of_one_file(store, load, tmp_path, order):
+    """Each worker's spans in a file of its own (two collectors): the second file's spans are paired with the
+    stored ones by request id, as in one file. A third, older file holds a decode span that reuses the first
+    request id 20 minutes earlier: too far from any prefill span to be paired, in one file or across files."""
+    from phaselens.pipeline.store import connect
+
+    stray = vllm_llm_request("e0", "e0", -20 * 60_000, request_id="chatcmpl-0000aa11-2b3c-4d5e-8f90-123456789abc",
+                             prompt=3000, out=200, cached=3000, queue_ms=3, prefill_ms=8, decode_ms=1800)
+    old = batch("vllm-decode", "vllm.llm_engine", [stray])
+    pre, dec = disagg_lines().splitlines(keepends=True)
+    one = tmp_path / "one.jsonl"
+    one.write_text(old + pre + dec)
+    whole = connect(tmp_path / "whole.duckdb")
+    ingest(whole, [str(one)])
+    expected = _pools(whole)
+    whole.close()
+    assert len(expected) == 3  # the stray decode span stays a call of its own
+
+    files = {"old": old, "pre": pre, "dec": dec}
+    for name in ("old", *(("pre", "dec") if order == "prefill first" else ("dec", "pre"))):
+        (tmp_path / f"{name}.jsonl").write_text(files[name])
+        load(tmp_path / f"{name}.jsonl")
+    assert _pools(store) == expected
 
 
 def test_sglang_disaggregated_request_joins_on_the_bootstrap_room(store, load, tmp_path):
