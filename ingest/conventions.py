@@ -361,6 +361,19 @@ def _whole_call_ttft(names: dict[str, str]) -> str:
             f"{WHOLE_CALL_TTFT_SHARE!r} * {span_s}), false)")
 
 
+# the fields whose presence makes a span a model call (sql/otlp_spans.sql, `_kind`)
+CALL_FIELDS: tuple[str, ...] = ("op_attr", "model", "input_tokens", "cache_read_tokens", "cache_write_tokens",
+                                "output_tokens", "reasoning_tokens")
+
+
+def call_keys() -> list[str]:
+    """Span attribute keys without which a span cannot be a model call: a span that has none of them (and is not
+    vLLM's `llm_request`) is a `skip` span, and its other attributes need not be read."""
+    keys = {k.key for f in CALL_FIELDS for k in FIELDS[f] if not k.resource}
+    keys.update(("genkit:metadata:subtype", "genkit:name"))  # a Genkit model span names its model by genkit:name
+    return sorted(keys)
+
+
 def stored_keys(extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The privacy allow-list: span attribute keys kept in `attributes_json` (plus the user's `extra`)."""
     keys = {k.key for keys in FIELDS.values() for k in keys if k.path is None and not k.resource}

@@ -117,6 +117,7 @@ def spans_sql() -> str:
     return (_sql("otlp_spans").replace("{{CONVENTION_COLUMNS}}", conventions.sql_columns())
             .replace("{{CONVENTION_RAW_COLUMNS}}", conventions.raw_columns())
             .replace("{{NOT_CALLS}}", _in_list(conventions.NOT_CALLS))
+            .replace("{{CALL_KEYS}}", _in_list(tuple(conventions.call_keys())))
             .replace("{{EMBEDDING_OPS}}", _in_list(tuple(x.lower() for x in conventions.EMBEDDING_OPS))))
 
 
@@ -299,9 +300,8 @@ def stage_otlp_lines(
     return counts
 
 
-def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str],
-                 load_id: str) -> tuple[StageCounts, int]:
-    """Stage one chunk; returns its counts and how many of its lines were OTLP batches."""
+def parse_batches(con: duckdb.DuckDBPyConnection) -> None:
+    """otlp_batches(line_no, j, bad, raw): the lines of `otlp_chunk(line_no, line)` parsed, or why not."""
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE otlp_batches AS
@@ -320,6 +320,12 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str],
         """,
         {"structure": STRUCTURE},
     )
+
+
+def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str],
+                 load_id: str) -> tuple[StageCounts, int]:
+    """Stage one chunk; returns its counts and how many of its lines were OTLP batches."""
+    parse_batches(con)
     # An entry whose span list is missing (a misspelled or mangled key) or not a list holds spans that
     # cannot be read: each such entry is rejected, so a file that lost spans this way says so.
     con.execute(

@@ -2,6 +2,8 @@
 -- columns plus `_kind` (call | skip), `_reason` (reject) and the span's own times for merging (otlp_merge.sql).
 -- Grain: one row per span. The attribute names per column come from ingest/conventions.py, templated in where
 -- the placeholder CONVENTION_COLUMNS stands; `$keep` is the privacy allow-list (attributes kept in attributes_json).
+-- A skip span (`_kind`) is read for its ids, name, scope and times only (the columns raw_otlp_spans keeps of it):
+-- its other columns are not those of its attributes.
 -- Attribute names accepted per convention: docs/formats.md#genai-attribute-conventions.
 CREATE OR REPLACE TEMP TABLE otlp_spans AS
 WITH resource_spans AS (
@@ -17,12 +19,17 @@ scope_spans AS (
 spans AS (
   SELECT line_no, rk, rv, coalesce(s.scope.name, '') AS scope_name, s.scope.version AS scope_version, unnest(s.spans) AS x FROM scope_spans
 ),
+gated AS (  -- a span with none of the keys that make a call is a skip span: its attributes are not read
+  SELECT *, x.name = 'llm_request' OR list_has_any(list_transform(x.attributes, lambda a: a.key), [{{CALL_KEYS}}]) AS may_call
+  FROM spans
+),
 marked AS (  -- which attributes carry prompt or completion text, decided once per attribute
-  SELECT *, list_transform(x.attributes, lambda a: otlp_is_content(a.key)) AS is_content FROM spans
+  SELECT *, CASE WHEN may_call THEN list_transform(x.attributes, lambda a: otlp_is_content(a.key)) END AS is_content
+  FROM gated
 ),
 parted AS (
-  SELECT *, list_filter(x.attributes, lambda a, i: is_content[i]) AS content_attrs,
-         list_filter(x.attributes, lambda a, i: NOT is_content[i]) AS plain_attrs
+  SELECT *, CASE WHEN may_call THEN list_filter(x.attributes, lambda a, i: is_content[i]) ELSE [] END AS content_attrs,
+         CASE WHEN may_call THEN list_filter(x.attributes, lambda a, i: NOT is_content[i]) ELSE [] END AS plain_attrs
   FROM marked
 ),
 flat AS (
