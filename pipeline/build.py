@@ -197,6 +197,21 @@ def _days(con: duckdb.DuckDBPyConnection) -> list[date | None]:
     return [r[0] for r in con.execute("SELECT DISTINCT CAST(started_at AS DATE) AS d FROM raw_calls ORDER BY d").fetchall()]
 
 
+GAPS = "source_gaps"
+
+
+def _source_gap_days(con: duckdb.DuckDBPyConnection) -> None:
+    """Keep the per-day counts of `source_gaps`, and read the view from them for reconciliation: on DuckDB a temporary
+    table of the same name stands in for the view (which would count every call again) until reconciliation is
+    built. The Spark engine's store keeps the view (its session has no temporary tables in a `main` schema)."""
+    from .incremental import source_gaps_sql
+
+    con.execute(SOURCE_GAP_DAYS_SQL)
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        return
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {GAPS} AS {source_gaps_sql()}")
+
+
 def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[[str, Callable[[], None]], None],
                 before_commit: Callable[[], None] = lambda: None) -> None:
     from .caching import build_caching
@@ -212,8 +227,10 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("concurrency", lambda: con.execute(sql_text("call_concurrency")))
         stage("latency", lambda: build_timing(con, config.latency))
         stage("costs", lambda: build_costs(con, config.pricebook))
-        stage("source gaps", lambda: con.execute(SOURCE_GAP_DAYS_SQL))
+        stage("source gaps", lambda: _source_gap_days(con))
         stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
+        if isinstance(con, duckdb.DuckDBPyConnection):
+            con.execute(f"DROP TABLE temp.{GAPS}")
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
         stage("workloads", lambda: build_workloads(con))

@@ -9,6 +9,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from phaselens.cli import app
+from phaselens.pipeline.build import build
+from phaselens.pipeline.incremental import source_gaps_sql
 from phaselens.pipeline.load import ingest
 from phaselens.pipeline.reconcile import build_reconciliation
 from phaselens.pipeline.store import connect
@@ -281,7 +283,8 @@ def test_recorded_instrumentations_show_their_own_losses():
     assert openllmetry["streamed_calls"] == TRUTH["streamed"] and openllmetry["ttft_missing_streamed_share"] == 0
 
 
-def test_reconciliation_blames_the_recorded_instrumentation_for_cached_input_priced_as_uncached():
+def _recorded_openai_v2_with_its_bill():
+    """The openai-v2 calls (which record no cache counts) and the bill of their true usage."""
     con = _recorded_store()
     con.execute("DELETE FROM raw_calls WHERE instrumentation NOT LIKE 'opentelemetry.util.genai.handler%'")
     day = con.execute("SELECT CAST(min(started_at) AS DATE) FROM raw_calls").fetchone()[0]
@@ -295,14 +298,35 @@ def test_reconciliation_blames_the_recorded_instrumentation_for_cached_input_pri
     columns = ("billing_line_id", *bill[0])
     con.executemany(f"INSERT INTO raw_billing_lines ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                     [[f"b{i}", *ln.values()] for i, ln in enumerate(bill)])
-    prerequisites(con, None)
-    build_reconciliation(con)
+    return con, day
+
+
+def _blames_openai_v2(con, day) -> None:
     got = cells(con)
     source = f"opentelemetry.util.genai.handler {VERSIONS['opentelemetry-util-genai']}"
     read, plain = got[("gpt-4o-mini", day, "cache_read")], got[("gpt-4o-mini", day, "uncached_input")]
     assert (read["cause"], plain["cause"]) == ("missing_cache_tokens", "missing_cache_tokens")
     assert plain["gap_sources"] == source and f"cache counts not recorded by {source}" in plain["explanation"]
     assert got[("gpt-4o-mini", day, "output")]["cause"] == "ok"
+
+
+def test_reconciliation_blames_the_recorded_instrumentation_for_cached_input_priced_as_uncached():
+    con, day = _recorded_openai_v2_with_its_bill()
+    prerequisites(con, None)
+    build_reconciliation(con)
+    _blames_openai_v2(con, day)
+
+
+def test_a_full_build_reads_the_gaps_from_the_counts_it_keeps_then_leaves_the_live_view():
+    """The full build's reconciliation reads `source_gaps` from `source_gap_days` (a temporary table of the view's
+    name), not by counting every call again; the same cause is named, and afterwards the name is the view's."""
+    con, day = _recorded_openai_v2_with_its_bill()
+    build(con, full=True)
+    _blames_openai_v2(con, day)
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'source_gaps'").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'source_gaps'").fetchone()[0] == 1
+    kept = con.execute(f"SELECT * FROM ({source_gaps_sql()}) ORDER BY ALL").fetchall()
+    assert kept and con.execute("SELECT * FROM source_gaps ORDER BY ALL").fetchall() == kept
 
 
 def test_recorded_anthropic_instrumentations():
