@@ -137,9 +137,9 @@ def carry_in(con: duckdb.DuckDBPyConnection, sdk_expr: str) -> dict[str, int]:
     Adds `_stored_call` (the stored call a read-back span belongs to) and `_pulled` (read back) to `otlp_spans`.
     Returns the duplicates (calls already stored, spans repeated in the chunk) and the chunk's new call spans.
 
-    The store is read by trace id (its spans of the chunk's traces, in one pass that skips the other columns of
-    the rows it does not keep), by time (the cross-trace rules' candidates) and by call id (the closure over
-    calls): what it costs follows the chunk and the traces it touches, not how much history the store holds.
+    The store is read by trace id (a pass over the ids alone, then whole rows only within the start times of the
+    matches), by time (the cross-trace rules' candidates) and by call id (the closure over calls): what it costs
+    follows the chunk and the traces it touches, not how much history the store holds.
     """
     ensure_tables(con)
     con.execute("ALTER TABLE otlp_spans ADD COLUMN _stored_call VARCHAR")
@@ -169,6 +169,7 @@ def _traces(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _carry(con: duckdb.DuckDBPyConnection, sdk_expr: str, repeated: list) -> dict[str, int]:
+    """carry_in after the chunk's own repeats are gone and otlp_pulled holds the stored spans of its traces."""
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE otlp_dups AS
         SELECT s.trace_id, s.span_id, s._kind, {_stored_call('r')} AS stored_call_id
