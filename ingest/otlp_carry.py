@@ -241,15 +241,15 @@ def _carry(con: duckdb.DuckDBPyConnection, sdk_expr: str, repeated: list) -> dic
 
 def _pull(con: duckdb.DuckDBPyConnection, traces_sql: str, params: dict | None = None) -> int:
     """Read back the stored spans of the traces `traces_sql` selects that are not read back yet."""
-    added = con.execute(
-        f"INSERT INTO otlp_pull_t SELECT DISTINCT trace_id FROM ({traces_sql}) t "
-        "WHERE trace_id NOT IN (SELECT trace_id FROM otlp_pull_t) RETURNING trace_id", params or {}).fetchall()
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE otlp_pull_new AS SELECT DISTINCT trace_id FROM ({traces_sql}) t "
+        "WHERE trace_id NOT IN (SELECT trace_id FROM otlp_pull_t)", params or {})
+    added = _count(con, "SELECT count(*) FROM otlp_pull_new")
     if added:
-        con.execute("CREATE OR REPLACE TEMP TABLE otlp_pull_new AS SELECT unnest($t) AS trace_id",
-                    {"t": [t for (t,) in added]})
+        con.execute("INSERT INTO otlp_pull_t SELECT trace_id FROM otlp_pull_new")
         _fetch(con, "SELECT trace_id FROM otlp_pull_new")
-        con.execute("DROP TABLE otlp_pull_new")
-    return len(added)
+    con.execute("DROP TABLE otlp_pull_new")
+    return added
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, traces_sql: str) -> None:
@@ -272,13 +272,12 @@ def _close_over_calls(con: duckdb.DuckDBPyConnection) -> None:
 
     Only spans of calls made of several spans have a `stored_call_id`: the calls of the pulled traces are those ids
     and the pulled call spans' own ids (a call's first span names it and has none)."""
-    while True:
-        calls = [c for (c,) in con.execute(
-            f"""SELECT stored_call_id FROM otlp_pulled WHERE stored_call_id IS NOT NULL
-            UNION SELECT {_own_call_id('otlp_pulled')} FROM otlp_pulled WHERE _kind = 'call'""").fetchall()]
-        if not calls or not _pull(con, f"SELECT trace_id FROM {SPANS} WHERE stored_call_id IN (SELECT unnest($c))",
-                                  {"c": calls}):
-            return
+    if not _count(con, "SELECT count(*) FROM (SELECT 1 FROM otlp_pulled LIMIT 1)"):
+        return  # nothing read back: no stored call to close over, and no pass over the store
+    while _pull(con, f"""SELECT trace_id FROM {SPANS} WHERE stored_call_id IN (
+                           SELECT stored_call_id FROM otlp_pulled WHERE stored_call_id IS NOT NULL
+                           UNION SELECT {_own_call_id('otlp_pulled')} FROM otlp_pulled WHERE _kind = 'call')"""):
+        pass
 
 
 def settle(con: duckdb.DuckDBPyConnection, load_id: str) -> dict[str, int]:

@@ -197,19 +197,19 @@ def _days(con: duckdb.DuckDBPyConnection) -> list[date | None]:
     return [r[0] for r in con.execute("SELECT DISTINCT CAST(started_at AS DATE) AS d FROM raw_calls ORDER BY d").fetchall()]
 
 
-GAPS = "source_gaps"
-
-
-def _source_gap_days(con: duckdb.DuckDBPyConnection) -> None:
-    """Keep the per-day counts of `source_gaps`, and read the view from them for reconciliation: on DuckDB a temporary
-    table of the same name stands in for the view (which would count every call again) until reconciliation is
-    built. The Spark engine's store keeps the view (its session has no temporary tables in a `main` schema)."""
+def _reconcile(con: duckdb.DuckDBPyConnection, config: Config) -> None:
+    """Reconciliation, reading `source_gaps` from the per-day counts the build just kept (`source_gap_days`): on
+    DuckDB a temporary table of the view's name stands in for the view (which would count every call again) while
+    reconciliation is built. The Spark engine's store keeps the view (its session has no `main` schema)."""
     from .incremental import source_gaps_sql
+    from .reconcile import build_reconciliation
 
-    con.execute(SOURCE_GAP_DAYS_SQL)
-    if not isinstance(con, duckdb.DuckDBPyConnection):
-        return
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {GAPS} AS {source_gaps_sql()}")
+    stand_in = isinstance(con, duckdb.DuckDBPyConnection)
+    if stand_in:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE source_gaps AS {source_gaps_sql()}")
+    build_reconciliation(con, config.reconcile, config.pricebook)
+    if stand_in:
+        con.execute("DROP TABLE temp.source_gaps")
 
 
 def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[[str, Callable[[], None]], None],
@@ -217,7 +217,6 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
     from .caching import build_caching
     from .latency import build_timing
     from .pricing import build_costs
-    from .reconcile import build_reconciliation
 
     con.execute("BEGIN TRANSACTION")
     try:
@@ -227,10 +226,8 @@ def _run_stages(con: duckdb.DuckDBPyConnection, config: Config, stage: Callable[
         stage("concurrency", lambda: con.execute(sql_text("call_concurrency")))
         stage("latency", lambda: build_timing(con, config.latency))
         stage("costs", lambda: build_costs(con, config.pricebook))
-        stage("source gaps", lambda: _source_gap_days(con))
-        stage("reconcile", lambda: build_reconciliation(con, config.reconcile, config.pricebook))
-        if isinstance(con, duckdb.DuckDBPyConnection):
-            con.execute(f"DROP TABLE temp.{GAPS}")
+        stage("source gaps", lambda: con.execute(SOURCE_GAP_DAYS_SQL))
+        stage("reconcile", lambda: _reconcile(con, config))
         stage("caching", lambda: build_caching(con, config.caching))
         stage("attribution", lambda: con.execute(sql_text("call_attribution")))
         stage("workloads", lambda: build_workloads(con))
