@@ -89,15 +89,17 @@ SELECT
   cached_write_tokens AS write_tokens,            -- written to the cache with the cache (hashed calls)
   new_hit_tokens,                                 -- cache reads beyond what the provider already served
   billed_input_usd AS usd_now,                    -- input side as billed (priced calls)
-  CASE WHEN priced AND hashed THEN CAST(
+  -- the products below are exact at the prices' scale and left unrounded: caching_days.sql rounds each day's sum
+  -- once (rounding DECIMALs row by row was the slowest part of the caching lever)
+  CASE WHEN priced AND hashed THEN
          (input_tokens - hit_tokens - cached_write_tokens) * uncached_input
-         + hit_tokens * cache_read + cached_write_tokens * cache_write AS DECIMAL(38, 12))
+         + hit_tokens * cache_read + cached_write_tokens * cache_write
        WHEN priced THEN billed_input_usd END AS usd_with_cache,   -- unchanged without prefix hashes
   -- what the input side would cost if every input token were uncached / read from cache / written to
   -- cache: the what-if combines these linearly for any hit rate
-  CASE WHEN priced THEN CAST(input_tokens * uncached_input AS DECIMAL(38, 12)) END AS usd_all_uncached,
-  CASE WHEN priced THEN CAST(input_tokens * cache_read AS DECIMAL(38, 12)) END AS usd_all_cache_read,
-  CASE WHEN priced THEN CAST(input_tokens * cache_write AS DECIMAL(38, 12)) END AS usd_all_cache_write,
+  CASE WHEN priced THEN input_tokens * uncached_input END AS usd_all_uncached,
+  CASE WHEN priced THEN input_tokens * cache_read END AS usd_all_cache_read,
+  CASE WHEN priced THEN input_tokens * cache_write END AS usd_all_cache_write,
   -- the fit's linear TTFT saving per newly cached token, seconds (the what-if's fallback rate)
   CASE WHEN fit_b IS NOT NULL THEN greatest(fit_b - fit_k, 0) END AS ttft_s_per_token_saved,
   ttft_saved_s                                    -- seconds of TTFT the new cache reads save

@@ -2,8 +2,8 @@
 -- a sum over days, and an incremental build recomputes only the days whose calls or reuse changed.
 -- Grain: (day, lifetime_s, workload, provider, model, ttft_bucket); day NULL holds the calls without a start time,
 -- ttft_bucket is the sketch bucket (sketch_macros.sql) of the TTFT saved, NULL for calls without a TTFT figure.
--- Upstream: caching_call_savings. Every sum is exact (integers, DECIMAL), so summing the days in any order gives
--- the same figures.
+-- Upstream: caching_call_savings. Every sum is exact (integers, DECIMAL; the dollar sums are of the calls' unrounded
+-- products, rounded once per row here to 12 decimals), so summing the days in any order gives the same figures.
 CREATE OR REPLACE TABLE caching_days AS
 SELECT
   day, lifetime_s, workload, provider, model,
