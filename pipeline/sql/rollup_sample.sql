@@ -5,8 +5,8 @@
 -- within the day, `call_sample_days`, assembled by pipeline/publish.py from _pl_calls and the previous snapshot),
 -- then the picks over all days' candidates. A call among a workload's 100 latest overall is among its day's 100
 -- latest, so the second step picks exactly what one pass over every call would.
--- The day's candidates are found with one top-N window per rule (DuckDB keeps only the top rows of each
--- partition); the ranks that name why a call was picked are computed on the candidates only.
+-- The day's candidates are found in one grouped pass (a bounded min_by per rule); the ranks that name why a call was
+-- picked are computed on the candidates only.
 
 CREATE OR REPLACE TEMP MACRO _pl_sample_latest() AS 100;
 CREATE OR REPLACE TEMP MACRO _pl_sample_slowest() AS 50;
@@ -36,16 +36,17 @@ SELECT
   r.ttft_s, r.itl_s, r.e2e_s, r.queue_s, r.timing_source, r.cost_usd, r.priced, r.source, r.source_locator
 FROM _pl_calls r;
 
--- the rows _pl_sample_picks would keep of each day, without ranking every call of the day three times
+-- the rows _pl_sample_picks would keep of each day, in one grouped pass instead of ranking every call of the day
+-- three times: min_by over (descending key, call_id) keeps the same top rows, ties to the smaller call_id, with a
+-- NaN first as ORDER BY ... DESC puts it
 CREATE OR REPLACE TEMP TABLE _pl_part_call_sample_days AS
 WITH picks AS (
-  SELECT call_id FROM _pl_sample_rows WHERE started_at IS NOT NULL
-  QUALIFY row_number() OVER (PARTITION BY pick_day, workload ORDER BY started_at DESC, call_id) <= _pl_sample_latest()
-  UNION
-  SELECT call_id FROM _pl_sample_rows WHERE ttft_s IS NOT NULL
-  QUALIFY row_number() OVER (PARTITION BY pick_day, workload ORDER BY ttft_s DESC, call_id) <= _pl_sample_slowest()
-  UNION
-  SELECT call_id FROM _pl_sample_rows WHERE cost_usd IS NOT NULL
-  QUALIFY row_number() OVER (PARTITION BY pick_day, workload ORDER BY cost_usd DESC, call_id) <= _pl_sample_priciest()
+  SELECT DISTINCT unnest(list_concat(
+    min_by(call_id, {k: -epoch_us(started_at), c: call_id}, _pl_sample_latest()) FILTER (WHERE started_at IS NOT NULL),
+    min_by(call_id, {n: NOT isnan(ttft_s), k: -ttft_s, c: call_id}, _pl_sample_slowest()) FILTER (WHERE ttft_s IS NOT NULL),
+    min_by(call_id, {k: -cost_usd, c: call_id}, _pl_sample_priciest()) FILTER (WHERE cost_usd IS NOT NULL)
+  )) AS call_id
+  FROM _pl_sample_rows
+  GROUP BY pick_day, workload
 )
 SELECT * EXCLUDE (pick_day) FROM _pl_sample_rows SEMI JOIN picks USING (call_id);
