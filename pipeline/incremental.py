@@ -548,7 +548,9 @@ def reconcile_touched(con: duckdb.DuckDBPyConnection, config: Config, billing_lo
         con.execute(RC_NEIGHBOUR_CAUSES_SQL)
     allocated = [d for (d,) in con.execute("SELECT dkey FROM incr_rc_touched ORDER BY 1").fetchall()]
     con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.invoice_costs")
+    con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.invoice_shares")
     con.execute(f"DROP MACRO TABLE IF EXISTS {SCRATCH}.invoice_costs_in")
+    con.execute(f"DROP MACRO TABLE IF EXISTS {SCRATCH}.invoice_shares_in")
     for t in ("raw_calls", *RC_CALL_INPUTS):
         con.execute(f"DROP VIEW IF EXISTS {SCRATCH}.{t}")
     for t in (*RECONCILED, *CELL_TABLES, "reconcile_settings", "source_gaps"):

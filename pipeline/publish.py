@@ -70,10 +70,12 @@ OPTIONAL_MACROS: dict[str, tuple[str, ...]] = {
     "rollup_macros_caching": ("caching_opportunity",),
 }
 
-# Inputs that exist only after some build stage, with the typed empty stand-in used before then: the relation and
-# the columns read; the days being computed are read through the relation's period macro (`<relation>_in`).
-OPTIONAL_INPUTS: dict[str, tuple[str, str]] = {
-    "_pl_invoice_costs": ("invoice_costs", "call_id, input_cost_usd_invoice, output_cost_usd_invoice, cost_usd_invoice"),
+# Inputs that exist only after some build stage, with the typed empty stand-in used before then: the relations (the
+# first the store has: a store built by an earlier version has no `invoice_shares`) and the columns read; the days
+# being computed are read through the relation's period macro (`<relation>_in`).
+OPTIONAL_INPUTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "_pl_invoice_costs": (("invoice_shares", "invoice_costs"),
+                          "call_id, input_cost_usd_invoice, output_cost_usd_invoice, cost_usd_invoice"),
 }
 EMPTY_INPUTS: dict[str, str] = {
     "_pl_invoice_costs": (
@@ -248,8 +250,9 @@ def _write_relations(
     con: duckdb.DuckDBPyConnection, slos: list[tuple[str, str, float]], whatif_json: str | None = None,
     days: Iterable[date] | None = None, previous: str | None = None,
 ) -> None:
-    for view, (source, columns) in OPTIONAL_INPUTS.items():
-        if not relation_exists(con, source):
+    for view, (sources, columns) in OPTIONAL_INPUTS.items():
+        source = next((s for s in sources if relation_exists(con, s)), None)
+        if source is None:
             body = EMPTY_INPUTS[view]
         elif days is None:
             body = f"SELECT {columns} FROM {source}"

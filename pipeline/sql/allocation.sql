@@ -1,6 +1,7 @@
 -- allocated_costs: each call's invoice-true cost per token type: its cell's billed USD shared out in
 -- proportion to the call's tokens of that type. untraced_costs: per cell, what no call explains.
--- invoice_costs: the per-call view (input = uncached + cache read + cache write; output = decode).
+-- invoice_costs: the per-call view (input = uncached + cache read + cache write; output = decode); invoice_shares:
+-- its three costs alone, for the calls with a share.
 -- Grain: allocated_costs one row per (call_id, token_type) in a cell with billed money; untraced_costs one
 -- row per billed cell; invoice_costs one row per raw_calls.call_id.
 -- Upstream: reconciliation (billed per cell), rc_call_cells (TEMP, from reconciliation.sql), raw_calls,
@@ -66,28 +67,43 @@ LEFT JOIN allocated a ON a.provider = r.provider AND a.model IS NOT DISTINCT FRO
 WHERE r.billed_cost_usd IS NOT NULL
 ORDER BY r.provider, r.model NULLS LAST, r.day, r.token_type;
 
+-- invoice_shares_in(since, until, unstarted): per call, the sums of its shares in the cells of the UTC days that
+-- overlap [since, until). A call's shares sit in the cell of the day it started, so these are the shares of the calls
+-- started in the period (and, when a bound is not midnight, of the other calls of its first and last days: read them
+-- joined to the period's calls). A period of whole days gives each day's calls once, so the rows of adjacent periods
+-- never overlap. Calls without a start are in no cell (`unstarted` is there for the shape of the period macros).
+-- One row per call_id with a share; the per-call sums without the calls themselves, so a reader joining them to
+-- `requests_in` does not read the calls twice.
+CREATE OR REPLACE MACRO invoice_shares_in(since, until, unstarted) AS TABLE
+SELECT
+  call_id,
+  CAST(sum(allocated_cost_usd) FILTER (WHERE token_type <> 'output') AS DECIMAL(38, 12))
+    AS input_cost_usd_invoice,                             -- uncached input + cache read + cache write (prefill)
+  CAST(sum(allocated_cost_usd) FILTER (WHERE token_type = 'output') AS DECIMAL(38, 12))
+    AS output_cost_usd_invoice,                            -- output, reasoning included (decode)
+  CAST(sum(allocated_cost_usd) AS DECIMAL(38, 12)) AS cost_usd_invoice
+FROM allocated_costs
+WHERE (since IS NULL OR day >= CAST(since AS DATE)) AND (until IS NULL OR CAST(day AS TIMESTAMP) < CAST(until AS TIMESTAMP))
+GROUP BY call_id;
+
 -- invoice_costs_in(since, until, unstarted): invoice_costs of the calls started in [since, until) (with
--- `unstarted`, also those without a start, which no cell covers). A call's shares sit in the cell of the day it
--- started, and call_attribution keeps the start it was built with, so each side is filtered on its own start and a
--- period's read skips the other periods' row groups. The shares are summed after the join, grouped by the call's
--- id and start (the other columns are the call's own: one row per call_id).
+-- `unstarted`, also those without a start, which no cell covers). The calls and their workloads are filtered on
+-- their own start (call_attribution keeps the start it was built with) and their shares on the day of their cell,
+-- so a period's read skips the other periods' row groups. One row per call: the other columns are the call's own.
 CREATE OR REPLACE MACRO invoice_costs_in(since, until, unstarted) AS TABLE
 SELECT
-  c.call_id, c.started_at, any_value(c.provider) AS provider, any_value(c.model) AS model,
-  any_value(coalesce(w.workload, default_workload(c.workload_hint, c.service))) AS workload,
-  any_value(c.team) AS team, any_value(c.project) AS project,
-  CAST(sum(a.allocated_cost_usd) FILTER (WHERE a.token_type <> 'output') AS DECIMAL(38, 12))
-    AS input_cost_usd_invoice,                             -- uncached input + cache read + cache write (prefill)
-  CAST(sum(a.allocated_cost_usd) FILTER (WHERE a.token_type = 'output') AS DECIMAL(38, 12))
-    AS output_cost_usd_invoice,                            -- output, reasoning included (decode)
-  CAST(sum(a.allocated_cost_usd) AS DECIMAL(38, 12)) AS cost_usd_invoice  -- NULL: no billed cell covers the call
+  c.call_id, c.started_at, c.provider, c.model,
+  coalesce(w.workload, default_workload(c.workload_hint, c.service)) AS workload,
+  c.team, c.project,
+  a.input_cost_usd_invoice,                                -- NULL: no billed cell covers the call's input
+  a.output_cost_usd_invoice,
+  a.cost_usd_invoice                                       -- NULL: no billed cell covers the call
 FROM (SELECT * FROM raw_calls WHERE pl_started_in(started_at, since, until, unstarted)) c
 LEFT JOIN (SELECT call_id, workload FROM call_attribution WHERE pl_started_in(started_at, since, until, unstarted)) w
   ON w.call_id = c.call_id
-LEFT JOIN (SELECT * FROM allocated_costs
-           WHERE (since IS NULL OR day >= CAST(since AS DATE)) AND (until IS NULL OR day <= CAST(until AS DATE))) a
-  ON a.call_id = c.call_id
-GROUP BY c.call_id, c.started_at;
+LEFT JOIN invoice_shares_in(since, until, unstarted) a ON a.call_id = c.call_id;
 
 -- invoice_costs: every call's (read after the attribution stage: the workload is the built one)
 CREATE OR REPLACE VIEW invoice_costs AS SELECT * FROM invoice_costs_in(NULL, NULL, true);
+-- invoice_shares: every call's shares (the calls with one)
+CREATE OR REPLACE VIEW invoice_shares AS SELECT * FROM invoice_shares_in(NULL, NULL, true);

@@ -20,7 +20,7 @@
 CREATE OR REPLACE MACRO workload_calls(since, until, unstarted) AS TABLE
 SELECT r.*, i.input_cost_usd_invoice, i.output_cost_usd_invoice, i.cost_usd_invoice
 FROM requests_in(since, until, unstarted) r
-LEFT JOIN invoice_costs_in(since, until, unstarted) i USING (call_id);
+LEFT JOIN invoice_shares_in(since, until, unstarted) i USING (call_id);
 
 -- workload_day_parts: per (workload, UTC day of the start, provider/model) the counts and sums workload_stats adds
 -- up. Grain: workload, day, model (NULL day: the calls without a start).

@@ -211,7 +211,8 @@ def stats_over(db: Path, where: str) -> dict[str, dict]:
         for name in ("build_settings", "caching_by_workload"):
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM store.{name}")
         # the period macros the rules read, over the copies (a call's start decides its period, as in the store)
-        for macro, table in (("requests_in", "narrowed"), ("invoice_costs_in", "all_invoice_costs")):
+        for macro, table in (("requests_in", "narrowed"), ("invoice_costs_in", "all_invoice_costs"),
+                             ("invoice_shares_in", "all_invoice_costs")):
             con.execute(f"CREATE MACRO {macro}(since, until, unstarted) AS TABLE SELECT * FROM {table} "
                         "WHERE store.pl_started_in(started_at, since, until, unstarted)")
         con.execute(sql_text("sketch_macros") + sql_text("text_macros") + sql_text("workload_rules") + sql_text("workloads"))

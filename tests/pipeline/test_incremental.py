@@ -216,6 +216,40 @@ def test_incremental_build_equals_full_build(bases, tmp_path, seed):
     assert not problems, f"steps {steps}:\n" + "\n".join(problems)
 
 
+def test_invoice_shares_of_adjacent_days_add_up(template, tmp_path):
+    """The invoice-true costs a publish and `workloads` read per period (`invoice_shares_in` over whole days) give
+    each call's shares once however the days are grouped, and `invoice_costs` is each call's shares summed."""
+    from phaselens.pipeline.incremental import rows_within
+
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(template.read_bytes())
+    con = connect(db)
+    for day in (0, 1, 2):  # three adjacent days of calls (one crossing midnight), each billed
+        _load_calls(con, f"C{day}", day, 20 if day == 1 else 0, day)
+        _load_billing(con, f"B{day}", day)
+    build(con, load_config(None))
+    days = [r[0] for r in con.execute(
+        "SELECT DISTINCT day FROM allocated_costs ORDER BY 1").fetchall()]
+    assert len(days) >= 3
+    cols = "call_id, input_cost_usd_invoice, output_cost_usd_invoice, cost_usd_invoice"
+    whole = con.execute(f"SELECT {cols} FROM invoice_shares ORDER BY ALL").fetchall()
+    assert whole and len({r[0] for r in whole}) == len(whole)
+    odd = [d for i, d in enumerate(days) if i % 2]
+    even = [d for i, d in enumerate(days) if not i % 2]
+    for groups in ([days], [[d] for d in days], [even, odd]):
+        parts = [r for g in groups for r in con.execute(rows_within("invoice_shares_in", g, cols)).fetchall()]
+        assert sorted(parts) == whole, groups
+    # invoice_costs: one row per call, its shares summed by side (NULL without a share)
+    want = con.execute("""
+        SELECT c.call_id,
+               CAST(sum(a.allocated_cost_usd) FILTER (WHERE a.token_type <> 'output') AS DECIMAL(38, 12)),
+               CAST(sum(a.allocated_cost_usd) FILTER (WHERE a.token_type = 'output') AS DECIMAL(38, 12)),
+               CAST(sum(a.allocated_cost_usd) AS DECIMAL(38, 12))
+        FROM raw_calls c LEFT JOIN allocated_costs a USING (call_id) GROUP BY c.call_id ORDER BY ALL""").fetchall()
+    assert con.execute(f"SELECT {cols} FROM invoice_costs ORDER BY ALL").fetchall() == want
+    assert sum(1 for r in want if r[3] is not None) == len(whole)
+
+
 def test_a_build_reports_the_days_it_recomputed(template, tmp_path):
     db = tmp_path / "s.duckdb"
     db.write_bytes(template.read_bytes())
