@@ -2,7 +2,9 @@
 document, and gzip-compressed files of either.
 
 Lines are read in chunks of about 64 MB and parsed by DuckDB (`from_json` with the OTLP structure), not by
-a Python loop, so a million spans load in seconds and memory stays flat whatever the file size. Attribute
+a Python loop, so a million spans load in seconds and memory stays flat whatever the file size. Chunks parse on
+in-memory connections of their own, in threads, while the load's connection stages the chunk before them
+(`ChunkParsers`): parsing reads nothing stored, staging does. Attribute
 conventions (OTel GenAI old and new, OpenLLMetry, OpenInference, vLLM) are mapped to one `LlmCall` row in
 `sql/otlp_spans.sql`.
 
@@ -14,11 +16,15 @@ hashes of the leading message blocks are kept (`prefix_hashes`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
+import os
+import queue
+import threading
 import zlib
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from typing import ClassVar
@@ -26,7 +32,8 @@ from typing import ClassVar
 import duckdb
 import pyarrow as pa
 
-from phaselens.models.vocabulary import expand_sql_rules
+from phaselens.models import Settings
+from phaselens.models.vocabulary import expand_sql_rules, sql_macros
 
 from . import conventions, jsonread, otlp_carry
 from .base import SourceFile, StageCounts, UnreadableFile
@@ -178,15 +185,15 @@ class OtlpJsonAdapter:
             chunks = _line_chunks(src)
         else:
             text, cut = _whole_document(src)
-            chunks = [(1, [text])]
-        for first_line, lines in chunks:
-            lines = [jsonread.no_lone_surrogates(line) for line in lines]  # one bad value must not lose the line
-            counts, good = stage_otlp_lines(con, lines, src.display, first_line, keep=keep_list(src.options),
-                                            load_id=load_id)
-            batches += good
-            total = total + counts
-            if progress:
-                progress(first_line + len(lines) - 1)
+            chunks = iter([(1, [text])])
+        keep = keep_list(src.options)
+        with ChunkParsers(_temp_directory(con)) as parsers:
+            for parsed in parsers.parse_all(chunks, src.display, keep):
+                counts, good = _stage_chunk(con, src.display, parsed, load_id)
+                batches += good
+                total = total + counts
+                if progress:
+                    progress(parsed.last_line)
         if not batches:
             raise UnreadableFile(src.display, "no line is an OTLP JSON batch", "check that the file holds OTLP traces")
         if cut is not None:
@@ -270,34 +277,23 @@ def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
         yield first, lines
 
 
-def stage_otlp_lines(
-    con: duckdb.DuckDBPyConnection, lines: list[str], display: str, first_line: int = 1,
-    keep: list[str] | None = None, load_id: str = "",
-) -> tuple[StageCounts, int]:
-    """Parse OTLP JSON lines (numbered from `first_line`) into staged calls and rejects.
+Columns = tuple[tuple[str, str], ...]
 
-    `keep` is the attribute allow-list (default: the conventions' keys, see `keep_list`). Runs inside the load's
-    transaction: the chunk's spans are merged with the stored spans of the same calls (otlp_carry), and are stored
-    under `load_id`. Returns the counts and the number of lines that were OTLP batches.
-    """
-    for m in _MACROS:
-        con.execute(m)
-    # Lines reach DuckDB as a list parameter, not a registered Arrow table: DuckDB can keep an Arrow
-    # scan's buffers alive after unregister, which made memory grow with every chunk.
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE otlp_chunk AS "
-        "SELECT $first + generate_subscripts($lines, 1) - 1 AS line_no, unnest($lines) AS line",
-        {"first": first_line, "lines": lines},
-    )
-    try:
-        counts = _stage_chunk(con, display, keep if keep is not None else keep_list(None), load_id)
-    except BaseException:
-        # in a transaction the error aborted, the drop fails too: the error to report is the first one
-        with contextlib.suppress(duckdb.Error):
-            con.execute("DROP TABLE IF EXISTS otlp_chunk")
-        raise
-    con.execute("DROP TABLE IF EXISTS otlp_chunk")
-    return counts
+
+@dataclass
+class ParsedChunk:
+    """One chunk of lines parsed into spans, apart from the store: what `_stage_chunk` stages. The prompt text the
+    spans carried stays behind; only its block hashes (`prefix`) come along."""
+
+    first_line: int
+    last_line: int
+    # each table as Arrow with its DuckDB column types (Arrow has no HUGEINT)
+    spans: tuple[pa.Table, Columns]  # otlp_spans without content_attrs
+    prefix: tuple[pa.Table, Columns]  # otlp_prefix
+    line_rejects: tuple[pa.Table, Columns]  # rejects of lines that are not OTLP batches and of entries whose spans are lost
+    lines: int  # lines that are not blank
+    bad_lines: int
+    lost: int
 
 
 def parse_batches(con: duckdb.DuckDBPyConnection) -> None:
@@ -322,9 +318,30 @@ def parse_batches(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str],
-                 load_id: str) -> tuple[StageCounts, int]:
-    """Stage one chunk; returns its counts and how many of its lines were OTLP batches."""
+def parser_connection(temp_directory: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that parses chunks (`parse_chunk`): it holds no store, so chunks parse in
+    threads beside the load's own connection."""
+    config = {"threads": 1, "memory_limit": Settings().memory_limit}
+    if temp_directory:
+        config["temp_directory"] = temp_directory
+    con = duckdb.connect(config=config)
+    for m in (*_MACROS, *sql_macros()):
+        con.execute(m)
+    return con
+
+
+def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: int, display: str,
+                keep: list[str]) -> ParsedChunk:
+    """Parse OTLP JSON lines (numbered from `first_line`) on a parser connection into spans, prompt-prefix hashes
+    and the rejects of lines and entries that hold no readable spans. Reads nothing stored."""
+    lines = [jsonread.no_lone_surrogates(line) for line in lines]  # one bad value must not lose the line
+    # Lines reach DuckDB as a list parameter, not a registered Arrow table: DuckDB can keep an Arrow
+    # scan's buffers alive after unregister, which made memory grow with every chunk.
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE otlp_chunk AS "
+        "SELECT $first + generate_subscripts($lines, 1) - 1 AS line_no, unnest($lines) AS line",
+        {"first": first_line, "lines": lines},
+    )
     parse_batches(con)
     # An entry whose span list is missing (a misspelled or mangled key) or not a list holds spans that
     # cannot be read: each such entry is rejected, so a file that lost spans this way says so.
@@ -343,10 +360,132 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str],
         """
     )
     con.execute(spans_sql(), {"display": display, "keep": keep})
+    con.execute(_sql("otlp_prefix"))
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE otlp_line_rejects AS
+        SELECT 'otlp' AS source, $display || ':' || line_no AS locator, bad AS reason,
+               CASE bad WHEN 'malformed_json' THEN 'line is not valid JSON'
+                        ELSE 'valid JSON but not an OTLP batch (no resourceSpans)' END AS detail,
+               raw
+        FROM otlp_batches WHERE bad IS NOT NULL
+        UNION ALL
+        SELECT 'otlp', $display || ':' || line_no || '/resourceSpans[' || ri || ']'
+                 || coalesce('/scopeSpans[' || si || ']', ''), 'missing_field',
+               CASE WHEN si IS NULL
+                    THEN 'a resourceSpans entry has no scopeSpans list (the key is missing or misspelled, or not a list): its spans cannot be read'
+                    ELSE 'a scopeSpans entry has no spans list (the key is missing or misspelled, or not a list): its spans cannot be read' END,
+               -- the entry's key names (never its values): which one is misspelled
+               left('keys: ' || array_to_string(json_keys(c.line, '$.resourceSpans[' || ri || ']'
+                      || coalesce('.scopeSpans[' || si || ']', '')), ', '), 500)
+        FROM otlp_lost JOIN otlp_chunk c USING (line_no)
+        """,
+        {"display": display},
+    )
+    total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
+    lost = con.execute("SELECT count(*) FROM otlp_lost").fetchall()[0][0]
+    parsed = ParsedChunk(
+        first_line=first_line, last_line=first_line + len(lines) - 1,
+        spans=_export(con, "otlp_spans", without="content_attrs"), prefix=_export(con, "otlp_prefix"),
+        line_rejects=_export(con, "otlp_line_rejects"), lines=total_lines, bad_lines=bad_lines, lost=lost)
+    for t in ("otlp_line_rejects", "otlp_prefix", "otlp_spans", "otlp_lost", "otlp_batches", "otlp_chunk"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    return parsed
+
+
+def _export(con: duckdb.DuckDBPyConnection, table: str, without: str = "") -> tuple[pa.Table, Columns]:
+    """Temp table `table` of a parser connection as Arrow (less the column `without`), with its DuckDB types."""
+    types = tuple(con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'temp' AND table_name = ? "
+        "AND column_name <> ? ORDER BY column_index", [table, without]).fetchall())
+    columns = ", ".join(f'"{c}"' for c, _ in types)
+    return con.sql(f"SELECT {columns} FROM {table}").to_arrow_table(), types
+
+
+# Parsing a chunk costs about twice what staging it does, so two parsers keep pace with the load's connection; more
+# would only hold more chunks in memory.
+PARSE_WORKERS = max(1, min(2, os.cpu_count() or 1))
+
+
+class ChunkParsers:
+    """Chunks parsed in threads, each on a parser connection of its own, ahead of the chunk being staged: while
+    the load's connection stages one chunk (inside its transaction), the next ones parse. DuckDB releases the
+    interpreter while it works, so parsing and staging share the machine's cores. Results come back in file order;
+    at most `workers + 1` chunks are read ahead, so memory stays bounded whatever the file size."""
+
+    def __init__(self, temp_directory: str | None = None, workers: int | None = None):
+        self.workers = workers or PARSE_WORKERS
+        self._temp_directory = temp_directory
+        self._free: queue.SimpleQueue[duckdb.DuckDBPyConnection] = queue.SimpleQueue()
+        self._opened: list[duckdb.DuckDBPyConnection] = []
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __enter__(self) -> ChunkParsers:
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="phaselens-otlp-parse")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self._pool is not None
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for con in self._opened:
+            con.close()
+
+    def _parse(self, first_line: int, lines: list[str], display: str, keep: list[str]) -> ParsedChunk:
+        try:
+            con = self._free.get_nowait()
+        except queue.Empty:
+            con = parser_connection(self._temp_directory)
+            with self._lock:
+                self._opened.append(con)
+        try:
+            return parse_chunk(con, lines, first_line, display, keep)
+        finally:
+            self._free.put(con)
+
+    def parse_all(self, chunks: Iterator[tuple[int, list[str]]], display: str,
+                  keep: list[str]) -> Iterator[ParsedChunk]:
+        assert self._pool is not None, "use ChunkParsers as a context manager"
+        pending: deque[Future[ParsedChunk]] = deque()
+        for first_line, lines in chunks:
+            pending.append(self._pool.submit(self._parse, first_line, lines, display, keep))
+            del lines
+            if len(pending) > self.workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _temp_directory(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Where the load's connection spills: the parsers spill there too (not into the working directory)."""
+    try:
+        return con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0] or None
+    except duckdb.Error:
+        return None
+
+
+def _import(con: duckdb.DuckDBPyConnection, name: str, part: tuple[pa.Table, Columns]) -> None:
+    """Temp table `name` on the load's connection from a parsed chunk's Arrow table, with its DuckDB types.
+
+    The Arrow table is inserted as a relation, not registered: a registered view is a catalog entry, which the load's
+    transaction keeps (with the Arrow buffers behind it) until it ends, so memory would grow with every chunk."""
+    table, types = part
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} (" + ", ".join(f'"{c}" {t}' for c, t in types) + ")")
+    if table.num_rows:
+        con.from_arrow(table).project(", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types)).insert_into(name)
+
+
+def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, parsed: ParsedChunk,
+                 load_id: str) -> tuple[StageCounts, int]:
+    """Stage one parsed chunk inside the load's transaction: the chunk's spans are merged with the stored spans of
+    the same calls (otlp_carry), and are stored under `load_id`. Returns the counts and how many of its lines were
+    OTLP batches."""
+    _import(con, "otlp_spans", parsed.spans)
+    _import(con, "otlp_prefix", parsed.prefix)
+    _import(con, "otlp_line_rejects", parsed.line_rejects)
     rejected, skipped = con.execute(
         "SELECT count(*) FILTER (WHERE _reason IS NOT NULL), count(*) FILTER (WHERE _kind = 'skip') FROM otlp_spans"
     ).fetchall()[0]
-    con.execute(_sql("otlp_prefix"))
     carried = otlp_carry.carry_in(con, sdk_scope_sql())  # duplicates out, stored spans of the same calls in
     con.execute(merge_sql())
     for _ in range(MERGE_ROUNDS):
@@ -382,36 +521,19 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, keep: list[str],
                left(attributes_json, 500) AS raw
         FROM otlp_spans WHERE _reason IS NOT NULL AND NOT _pulled
         UNION ALL
-        SELECT 'otlp', $display || ':' || line_no, bad,
-               CASE bad WHEN 'malformed_json' THEN 'line is not valid JSON'
-                        ELSE 'valid JSON but not an OTLP batch (no resourceSpans)' END,
-               raw
-        FROM otlp_batches WHERE bad IS NOT NULL
-        UNION ALL
-        SELECT 'otlp', $display || ':' || line_no || '/resourceSpans[' || ri || ']'
-                 || coalesce('/scopeSpans[' || si || ']', ''), 'missing_field',
-               CASE WHEN si IS NULL
-                    THEN 'a resourceSpans entry has no scopeSpans list (the key is missing or misspelled, or not a list): its spans cannot be read'
-                    ELSE 'a scopeSpans entry has no spans list (the key is missing or misspelled, or not a list): its spans cannot be read' END,
-               -- the entry's key names (never its values): which one is misspelled
-               left('keys: ' || array_to_string(json_keys(c.line, '$.resourceSpans[' || ri || ']'
-                      || coalesce('.scopeSpans[' || si || ']', '')), ', '), 500)
-        FROM otlp_lost JOIN otlp_chunk c USING (line_no)
-        """,
-        {"display": display},
+        SELECT source, locator, reason, detail, raw FROM otlp_line_rejects
+        """
     )
     # spans merged into another span's call count as skipped: they describe a call stored once. Across loads the
     # chunk's new call spans made `net` more calls (a stored call they joined is replaced, not added to)
     net = settled["calls"] - settled["replaced"] - settled["unstaged"]
     skipped += max(0, carried["new_call_spans"] - net)
-    # fetchall, not fetchone: an open result would keep the registered chunk in use
-    total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
-    lost = con.execute("SELECT count(*) FROM otlp_lost").fetchall()[0][0]
-    for t in ("otlp_lost", "otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix", "otlp_spans", "otlp_batches"):
+    for t in ("otlp_line_rejects", "otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix",
+              "otlp_spans"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    counts = StageCounts(accepted=max(0, net), rejected=rejected + bad_lines + lost, skipped=skipped,
+    counts = StageCounts(accepted=max(0, net), rejected=rejected + parsed.bad_lines + parsed.lost, skipped=skipped,
                          duplicates=carried["duplicates"], replaced=settled["replaced"])
-    return counts, total_lines - bad_lines
+    return counts, parsed.lines - parsed.bad_lines
 
 
 ADAPTERS = [OtlpJsonAdapter()]

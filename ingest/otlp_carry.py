@@ -34,9 +34,10 @@ import duckdb
 SPANS = "main.raw_otlp_spans"
 REPLACED = "main.raw_calls_replaced"
 
-# columns of otlp_spans that are not stored: the prompt text itself, the chunk's line number, and the call id a span
-# would have on its own (its trace and span ids make it again, `_own_call_id`)
-_NOT_STORED = ("content_attrs", "line_no", "call_id")
+# columns of otlp_spans that are not stored: the chunk's line number, and the call id a span would have on its own
+# (its trace and span ids make it again, `_own_call_id`). Prompt text never gets this far: it stays with the parser
+# (otlp.parse_chunk), which hands over only its hashes.
+_NOT_STORED = ("line_no", "call_id")
 
 # what a non-call span keeps: enough to walk up through it and to time an engine's stages
 _THIN = ("trace_id", "span_id", "parent_span_id", "_kind", "_span_name", "_start_ns", "_end_ns", "_scope", "source")
@@ -329,7 +330,7 @@ def settle(con: duckdb.DuckDBPyConnection, load_id: str) -> dict[str, int]:
     thin = ", ".join(_THIN)
     con.execute(
         f"""INSERT INTO {SPANS} BY NAME
-        SELECT s.* EXCLUDE (content_attrs, line_no, call_id, _stored_call, _pulled) REPLACE (
+        SELECT s.* EXCLUDE (line_no, call_id, _stored_call, _pulled) REPLACE (
                  CASE WHEN s._pulled THEN s.load_id ELSE $load_id END AS load_id,
                  CASE WHEN n.n > 1 THEN s.attributes_json END AS attributes_json),
                nullif(m.group_id, s.call_id) AS stored_call_id, p.prefix_hashes, p.prefix_tokens
