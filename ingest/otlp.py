@@ -296,26 +296,31 @@ class ParsedChunk:
     lost: int
 
 
-def parse_batches(con: duckdb.DuckDBPyConnection) -> None:
-    """otlp_batches(line_no, j, bad, raw): the lines of `otlp_chunk(line_no, line)` parsed, or why not."""
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE otlp_batches AS
-        SELECT line_no, j,
-               CASE WHEN NOT ok THEN 'malformed_json' WHEN j.resourceSpans IS NULL THEN 'unsupported_record' END AS bad,
-               CASE WHEN NOT ok OR j.resourceSpans IS NULL THEN
-                 -- never the line itself: any string in it may be prompt text
-                 '[withheld: ' || strlen(line) || ' bytes, md5 ' || left(md5(line), 12) || ']'
+_BATCHES = """
+CREATE OR REPLACE TEMP TABLE otlp_batches AS
+SELECT line_no, j,
+       CASE WHEN NOT ok THEN 'malformed_json' WHEN j.resourceSpans IS NULL THEN 'unsupported_record' END AS bad,
+       CASE WHEN NOT ok OR j.resourceSpans IS NULL THEN
+         -- never the line itself: any string in it may be prompt text
+         '[withheld: ' || strlen(line) || ' bytes, md5 ' || left(md5(line), 12) || ']'
+       END AS raw
+FROM (
+  SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
+  -- blank lines are not records; a match that stops at the first other character, not a trimmed copy of each line
+  FROM (SELECT line_no, line, {ok} AS ok FROM otlp_chunk WHERE NOT regexp_full_match(line, '[ \t\r\n]*'))
+)
+"""
 
-               END AS raw
-        FROM (
-          SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
-          -- blank lines are not records; a match that stops at the first other character, not a trimmed copy of each line
-          FROM (SELECT line_no, line, json_valid(line) AS ok FROM otlp_chunk WHERE NOT regexp_full_match(line, '[ \t\r\n]*'))
-        )
-        """,
-        {"structure": STRUCTURE},
-    )
+
+def parse_batches(con: duckdb.DuckDBPyConnection) -> None:
+    """otlp_batches(line_no, j, bad, raw): the lines of `otlp_chunk(line_no, line)` parsed, or why not.
+
+    Each line is parsed once, with no validity check first; only when a line of the chunk is not JSON (the parse
+    fails) is the chunk parsed again with each line checked, so that line is rejected and the others kept."""
+    try:
+        con.execute(_BATCHES.format(ok="true"), {"structure": STRUCTURE})
+    except duckdb.InvalidInputException:
+        con.execute(_BATCHES.format(ok="json_valid(line)"), {"structure": STRUCTURE})
 
 
 def parser_connection(temp_directory: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -350,7 +355,10 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
         CREATE OR REPLACE TEMP TABLE otlp_lost AS
         WITH r AS (
           SELECT line_no, unnest(j.resourceSpans) AS r, generate_subscripts(j.resourceSpans, 1) - 1 AS ri
-          FROM otlp_batches WHERE bad IS NULL
+          FROM otlp_batches
+          WHERE bad IS NULL  -- the entries of lines that lost one, found without copying every line's entries
+            AND list_bool_or(list_transform(j.resourceSpans, lambda r: r IS NOT NULL AND (r.scopeSpans IS NULL
+                  OR list_bool_or(list_transform(r.scopeSpans, lambda s: s IS NOT NULL AND s.spans IS NULL)))))
         )
         SELECT line_no, ri, NULL::INTEGER AS si FROM r WHERE r IS NOT NULL AND r.scopeSpans IS NULL
         UNION ALL
