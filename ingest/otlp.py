@@ -500,10 +500,12 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, parsed: ParsedChu
         con.execute(_sql("otlp_merge_step"))
     con.execute(_sql("otlp_calls"))
     settled = otlp_carry.settle(con, load_id)  # only new or changed calls stay in otlp_calls
+    # straight into raw_calls (not through stage_calls): the merge and settle above already made each call once,
+    # and a row written here is written while the next chunks parse, not after the last one
     con.execute(
         """
-        INSERT INTO stage_calls BY NAME
-        SELECT c.* EXCLUDE (n_spans, merged_ids), p.prefix_hashes, p.prefix_tokens
+        INSERT INTO main.raw_calls BY NAME
+        SELECT c.* EXCLUDE (n_spans, merged_ids) REPLACE ($load_id AS load_id), p.prefix_hashes, p.prefix_tokens
         FROM otlp_calls c
         LEFT JOIN (  -- prompt hashes of the call's first span that had prompt text
           SELECT c2.call_id, arg_min(p.prefix_hashes, len(p.prefix_hashes) = 0) AS prefix_hashes,
@@ -512,7 +514,8 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, parsed: ParsedChu
           JOIN otlp_prefix p ON p.call_id = u.member
           GROUP BY c2.call_id
         ) p USING (call_id)
-        """
+        """,
+        {"load_id": load_id},
     )
     con.execute(
         """

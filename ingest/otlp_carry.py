@@ -19,7 +19,7 @@ Each chunk, inside the load's transaction:
 2. the merge runs over the chunk's spans and the stored ones together, as if they had been one file.
 3. `settle`: a call made only of one stored call's spans, untouched by a new span, is dropped (the stored row
    stands). Every other stored call read back is replaced by what the merge made of its spans: its row leaves
-   `raw_calls` (or the load's own `stage_calls`) and the new rows are staged. Each stored row removed is written
+   `raw_calls` and the new rows are stored. Each stored row removed is written
    to `raw_calls_replaced` with the load's id, its old times and whether its call id is gone (`retired`: the call
    now starts at an earlier span), so the incremental build recomputes its old days and drops a retired call's
    built rows.
@@ -217,8 +217,7 @@ def _carry(con: duckdb.DuckDBPyConnection, sdk_expr: str, repeated: list) -> dic
             _pull(con, f"SELECT trace_id FROM ({_candidates_sql(sdk_expr, engines)}) c",
                   {"lo_ns": lo, "hi_ns": hi, "lo_engine_ns": lo_engine or 0, "hi_engine_ns": hi_engine or 0})
         _close_over_calls(con)
-    # a call's only span is stored without its attributes: they are the call row's (raw_calls, or this load's
-    # stage_calls when an earlier chunk stored it)
+    # a call's only span is stored without its attributes: they are the call row's in raw_calls
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE otlp_bare AS
         SELECT DISTINCT {_stored_call('s')} AS call_id FROM otlp_pulled s WHERE s.attributes_json IS NULL AND s._kind = 'call'""")
@@ -229,9 +228,7 @@ def _carry(con: duckdb.DuckDBPyConnection, sdk_expr: str, repeated: list) -> dic
                CASE WHEN s._kind = 'call' THEN {_own_call_id('s')} END AS call_id, {_stored_call('s')} AS _stored_call,
                true AS _pulled
         FROM otlp_pulled s
-        LEFT JOIN (SELECT call_id, attributes_json FROM main.raw_calls WHERE call_id IN (SELECT call_id FROM otlp_bare)
-                   UNION ALL
-                   SELECT call_id, attributes_json FROM stage_calls WHERE call_id IN (SELECT call_id FROM otlp_bare)) c
+        LEFT JOIN (SELECT call_id, attributes_json FROM main.raw_calls WHERE call_id IN (SELECT call_id FROM otlp_bare)) c
           ON s.attributes_json IS NULL AND s._kind = 'call' AND c.call_id = {_stored_call('s')}""")
     con.execute("DROP TABLE otlp_bare")
     con.execute(
@@ -285,8 +282,8 @@ def settle(con: duckdb.DuckDBPyConnection, load_id: str) -> dict[str, int]:
     """After the merge: keep unchanged stored calls, replace the changed ones, store the chunk's spans.
 
     Reads otlp_ok, otlp_labels and otlp_calls (one row per call of the merge); leaves in otlp_calls only the calls
-    to stage. Returns `calls` (calls to stage), `replaced` (stored rows removed from raw_calls) and `unstaged`
-    (calls of earlier chunks of this load removed from stage_calls).
+    to store. Returns `calls` (calls to store), `replaced` (rows of earlier loads removed from raw_calls) and
+    `unstaged` (rows earlier chunks of this load stored, removed from raw_calls).
     """
     con.execute(
         """CREATE OR REPLACE TEMP TABLE otlp_members AS
@@ -313,15 +310,16 @@ def settle(con: duckdb.DuckDBPyConnection, load_id: str) -> dict[str, int]:
     if _count(con, "SELECT count(*) FROM otlp_retire"):
         # the stored rows about to be replaced, with their old times (the incremental build recomputes those days)
         # and whether their call id lives on (`retired`: it does not, its built rows must go)
+        # (a row an earlier chunk of this load stored was never there before the load: it is just removed)
         con.execute(
             f"""INSERT INTO {REPLACED}
             SELECT r.call_id, $load_id, r.started_at, r.ended_at, r.call_id NOT IN (SELECT call_id FROM otlp_calls)
-            FROM main.raw_calls r WHERE r.call_id IN (SELECT call_id FROM otlp_retire)""",
+            FROM main.raw_calls r WHERE r.call_id IN (SELECT call_id FROM otlp_retire) AND r.load_id <> $load_id""",
             {"load_id": load_id})
-        replaced = len(con.execute(
-            "DELETE FROM main.raw_calls WHERE call_id IN (SELECT call_id FROM otlp_retire) RETURNING 1").fetchall())
-        unstaged = len(con.execute(
-            "DELETE FROM stage_calls WHERE call_id IN (SELECT call_id FROM otlp_retire) RETURNING 1").fetchall())
+        removed = con.execute(
+            "DELETE FROM main.raw_calls WHERE call_id IN (SELECT call_id FROM otlp_retire) RETURNING load_id").fetchall()
+        unstaged = sum(1 for (owner,) in removed if owner == load_id)
+        replaced = len(removed) - unstaged
         # the read-back spans of replaced calls are written again below, with the call they are part of now
         con.execute(
             f"""DELETE FROM {SPANS} r USING otlp_members m

@@ -174,6 +174,9 @@ def _commit_stage(con: duckdb.DuckDBPyConnection, load_id: str, kind: str) -> tu
         table, stage, key = "raw_calls", "stage_calls", "call_id"
     else:
         table, stage, key = "raw_billing_lines", "stage_billing", "billing_line_id"
+    # an adapter may store rows itself while it reads (OTLP stores each chunk's merged calls): they are the load's
+    # already, and only the staged rows can be duplicates
+    stored = con.execute(f"SELECT count(*) FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
     staged, distinct = con.execute(f"SELECT count(*), count(DISTINCT {key}) FROM {stage}").fetchone()
     if staged:
         # The same record twice in one file (an exporter retry) keeps its first occurrence.
@@ -196,7 +199,7 @@ def _commit_stage(con: duckdb.DuckDBPyConnection, load_id: str, kind: str) -> tu
         """,
         {"load_id": load_id, "now": _now()},
     )
-    return inserted, staged - inserted
+    return inserted, staged - (inserted - stored)
 
 
 def _ledger(con: duckdb.DuckDBPyConnection, r: FileResult, run_id: str, sha: str | None, started: datetime) -> None:
