@@ -1,0 +1,122 @@
+"""OTLP chunks parse in threads on connections of their own (docs/ingest.md#parsing-apart-from-staging).
+
+The input is what real instrumentations wrote (the spans recorded by tests/conformance, each package's own
+output) with a line that is not JSON and a batch whose span list is missing in the middle, so the re-parse of a
+chunk with a bad line and the lost-entry reject are on the path too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from phaselens.ingest import otlp
+from phaselens.pipeline.load import ingest
+from phaselens.pipeline.store import connect
+
+ROOT = Path(__file__).resolve().parents[2]
+# the openai SDK's own file is empty: it writes no spans of its own
+RECORDED = [p for p in sorted((ROOT / "tests" / "conformance" / "fixtures").glob("*/spans.jsonl.gz"))
+            if gzip.open(p, "rt").read(1)]
+WITH_CONTENT = ROOT / "tests" / "fixtures" / "otlp" / "with_content.jsonl"
+
+
+def _recorded_lines() -> list[str]:
+    lines: list[str] = []
+    for path in RECORDED:
+        lines += _lines(path)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def mixed_file(tmp_path_factory) -> Path:
+    lines = _recorded_lines()
+    assert len(lines) > 40, "the recorded conformance spans are missing"
+    lost = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {"name": "x"}, "spens": []}]}]}
+    middle = len(lines) // 2
+    lines[middle:middle] = ['{"resourceSpans": [ not json\n', json.dumps(lost) + "\n"]
+    p = tmp_path_factory.mktemp("parallel") / "recorded.jsonl"
+    p.write_text("".join(lines))
+    return p
+
+
+def _store_rows(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
+    def rows(sql: str) -> list:
+        return sorted(con.execute(sql).fetchall(), key=repr)
+
+    return {
+        "calls": rows("SELECT * EXCLUDE (load_id) FROM raw_calls"),
+        "spans": rows("SELECT * EXCLUDE (load_id) FROM raw_otlp_spans"),
+        "rejects": rows("SELECT source, reason, detail, raw, regexp_replace(locator, '^.*/', '') FROM raw_rejects"),
+        "ledger": rows("SELECT status, accepted, duplicates, rejected, skipped FROM raw_loads"),
+    }
+
+
+def test_chunks_parsed_in_threads_store_what_one_chunk_parsed_in_turn_stores(mixed_file, tmp_path, monkeypatch):
+    one = connect(tmp_path / "one.duckdb")
+    monkeypatch.setattr(otlp, "PARSE_WORKERS", 1)
+    ingest(one, [mixed_file])  # the whole file is one chunk (it is far below CHUNK_BYTES)
+    many = connect(tmp_path / "many.duckdb")
+    monkeypatch.setattr(otlp, "PARSE_WORKERS", 2)
+    # about ten chunks: up to three parse ahead of the one staged
+    monkeypatch.setattr(otlp, "CHUNK_BYTES", mixed_file.stat().st_size // 10)
+    ingest(many, [mixed_file])
+    want, got = _store_rows(one), _store_rows(many)
+    assert len(want["calls"]) > 20
+    reasons = [r[1] for r in want["rejects"]]
+    assert "malformed_json" in reasons and "missing_field" in reasons
+    for part in want:
+        assert got[part] == want[part], part
+
+
+def test_a_chunk_with_a_line_that_is_not_json_keeps_its_other_lines(mixed_file):
+    lines = mixed_file.read_text().splitlines(keepends=True)
+    con = otlp.parser_connection()
+    parsed = otlp.parse_chunk(con, lines, 1, "f", otlp.keep_list(None))
+    bad = [i for i, line in enumerate(lines, 1) if line.startswith('{"resourceSpans": [ not')]
+    rejects = parsed.line_rejects[0].to_pylist()
+    assert [(r["reason"], r["locator"]) for r in rejects if r["reason"] == "malformed_json"] == [("malformed_json", f"f:{bad[0]}")]
+    assert parsed.lines == len(lines) and parsed.bad_lines == 1 and parsed.lost == 1
+    assert parsed.spans[0].num_rows > 20
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _lines(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return [line for line in f if line.strip()]
+
+
+@pytest.mark.parametrize("path", [WITH_CONTENT, *RECORDED], ids=lambda p: p.parent.name if p.suffix == ".gz" else p.name)
+def test_prompt_text_stays_with_the_parser(path):
+    lines = _lines(path)
+    content = set()
+    for line in lines:
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    for a in sp.get("attributes", []):
+                        if re.match(otlp.CONTENT_KEY_PATTERN, a["key"]):
+                            content.update(s for s in _strings(a["value"]) if len(s) >= 12)
+    con = otlp.parser_connection()
+    parsed = otlp.parse_chunk(con, lines, 1, "f", otlp.keep_list(None))
+    assert "content_attrs" not in parsed.spans[0].column_names
+    crossing = [s for part in (parsed.spans, parsed.prefix, parsed.line_rejects)
+                for row in part[0].to_pylist() for s in _strings(row)]
+    assert crossing and not [c for c in content if any(c in s for s in crossing)]
+    if content and path == WITH_CONTENT:
+        assert parsed.prefix[0].num_rows > 0  # its hashes do cross
