@@ -120,3 +120,30 @@ def test_prompt_text_stays_with_the_parser(path):
     assert crossing and not [c for c in content if any(c in s for s in crossing)]
     if content and path == WITH_CONTENT:
         assert parsed.prefix[0].num_rows > 0  # its hashes do cross
+
+
+def test_a_parser_that_fails_fails_its_file_only_and_leaves_no_thread_behind(mixed_file, tmp_path, monkeypatch):
+    import threading
+
+    real = otlp.parse_chunk
+
+    def parse_chunk(con, lines, first_line, display, keep):
+        if "broken" in display and first_line > 1:
+            raise RuntimeError("the parser broke on a later chunk")
+        return real(con, lines, first_line, display, keep)
+
+    monkeypatch.setattr(otlp, "parse_chunk", parse_chunk)
+    monkeypatch.setattr(otlp, "CHUNK_BYTES", mixed_file.stat().st_size // 10)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(mixed_file.read_bytes())
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(mixed_file.read_bytes().replace(b'"traceId":"', b'"traceId":"f'))  # other trace ids, same spans
+    before = threading.active_count()
+    store = connect(tmp_path / "s.duckdb")
+    result = ingest(store, [broken, good])
+    assert [f.status for f in result.files] == ["failed", "loaded"], [f.message for f in result.files]
+    assert "the parser broke on a later chunk" in result.files[0].message
+    # nothing of the failed file is kept, though its first chunk was staged before the failure
+    assert store.execute("SELECT count(*) FROM raw_calls WHERE source_locator LIKE '%broken.jsonl%'").fetchone()[0] == 0
+    assert store.execute("SELECT count(*) FROM raw_calls").fetchone()[0] == result.files[1].accepted > 0
+    assert threading.active_count() == before
