@@ -291,9 +291,7 @@ class ParsedChunk:
     spans: tuple[pa.Table, Columns]  # otlp_spans without content_attrs
     prefix: tuple[pa.Table, Columns]  # otlp_prefix
     line_rejects: tuple[pa.Table, Columns]  # rejects of lines that are not OTLP batches and of entries whose spans are lost
-    lines: int  # lines that are not blank
-    bad_lines: int
-    lost: int
+    batches: int  # lines that are OTLP batches
 
 
 _BATCHES = """
@@ -390,12 +388,11 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
         """,
         {"display": display},
     )
-    total_lines, bad_lines = con.execute("SELECT count(*), count(bad) FROM otlp_batches").fetchall()[0]
-    lost = con.execute("SELECT count(*) FROM otlp_lost").fetchall()[0][0]
     parsed = ParsedChunk(
         first_line=first_line, last_line=first_line + len(lines) - 1,
         spans=_export(con, "otlp_spans", without="content_attrs"), prefix=_export(con, "otlp_prefix"),
-        line_rejects=_export(con, "otlp_line_rejects"), lines=total_lines, bad_lines=bad_lines, lost=lost)
+        line_rejects=_export(con, "otlp_line_rejects"),
+        batches=con.execute("SELECT count(*) FROM otlp_batches WHERE bad IS NULL").fetchall()[0][0])
     for t in ("otlp_line_rejects", "otlp_prefix", "otlp_spans", "otlp_lost", "otlp_batches", "otlp_chunk"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return parsed
@@ -457,7 +454,7 @@ class ChunkParsers:
         pending: deque[Future[ParsedChunk]] = deque()
         for first_line, lines in chunks:
             pending.append(self._pool.submit(self._parse, first_line, lines, display, keep))
-            del lines
+            del lines  # the parser holds the chunk now: not this frame while the consumer stages
             if len(pending) > self.workers:
                 yield pending.popleft().result()
         while pending:
@@ -466,10 +463,7 @@ class ChunkParsers:
 
 def _temp_directory(con: duckdb.DuckDBPyConnection) -> str | None:
     """Where the load's connection spills: the parsers spill there too (not into the working directory)."""
-    try:
-        return con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0] or None
-    except duckdb.Error:
-        return None
+    return con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0] or None
 
 
 def _import(con: duckdb.DuckDBPyConnection, name: str, part: tuple[pa.Table, Columns]) -> None:
@@ -542,9 +536,9 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, parsed: ParsedChu
     for t in ("otlp_line_rejects", "otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix",
               "otlp_spans"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    counts = StageCounts(accepted=max(0, net), rejected=rejected + parsed.bad_lines + parsed.lost, skipped=skipped,
+    counts = StageCounts(accepted=max(0, net), rejected=rejected + parsed.line_rejects[0].num_rows, skipped=skipped,
                          duplicates=carried["duplicates"], replaced=settled["replaced"])
-    return counts, parsed.lines - parsed.bad_lines
+    return counts, parsed.batches
 
 
 ADAPTERS = [OtlpJsonAdapter()]

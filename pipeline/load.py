@@ -176,12 +176,12 @@ def _commit_stage(con: duckdb.DuckDBPyConnection, load_id: str, kind: str) -> tu
         table, stage, key = "raw_billing_lines", "stage_billing", "billing_line_id"
     # an adapter may store rows itself while it reads (OTLP stores each chunk's merged calls): they are the load's
     # already, and only the staged rows can be duplicates
-    stored = con.execute(f"SELECT count(*) FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
+    added = 0
     staged, distinct = con.execute(f"SELECT count(*), count(DISTINCT {key}) FROM {stage}").fetchone()
     if staged:
         # The same record twice in one file (an exporter retry) keeps its first occurrence.
         dedupe = f"QUALIFY row_number() OVER (PARTITION BY s.{key} ORDER BY s.source_locator) = 1" if distinct < staged else ""
-        con.execute(
+        added = con.execute(
             f"""
             INSERT INTO {table}
             SELECT * REPLACE ($load_id AS load_id) FROM {stage} s
@@ -189,7 +189,7 @@ def _commit_stage(con: duckdb.DuckDBPyConnection, load_id: str, kind: str) -> tu
             {dedupe}
             """,
             {"load_id": load_id},
-        )
+        ).fetchone()[0]
     inserted = con.execute(f"SELECT count(*) FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
     con.execute(
         """
@@ -199,7 +199,7 @@ def _commit_stage(con: duckdb.DuckDBPyConnection, load_id: str, kind: str) -> tu
         """,
         {"load_id": load_id, "now": _now()},
     )
-    return inserted, staged - (inserted - stored)
+    return inserted, staged - added
 
 
 def _ledger(con: duckdb.DuckDBPyConnection, r: FileResult, run_id: str, sha: str | None, started: datetime) -> None:

@@ -81,7 +81,8 @@ def test_a_chunk_with_a_line_that_is_not_json_keeps_its_other_lines(mixed_file):
     bad = [i for i, line in enumerate(lines, 1) if line.startswith('{"resourceSpans": [ not')]
     rejects = parsed.line_rejects[0].to_pylist()
     assert [(r["reason"], r["locator"]) for r in rejects if r["reason"] == "malformed_json"] == [("malformed_json", f"f:{bad[0]}")]
-    assert parsed.lines == len(lines) and parsed.bad_lines == 1 and parsed.lost == 1
+    reasons = [r["reason"] for r in rejects]
+    assert parsed.batches == len(lines) - 1 and reasons.count("malformed_json") == 1 and reasons.count("missing_field") == 1
     assert parsed.spans[0].num_rows > 20
 
 
