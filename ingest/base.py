@@ -375,6 +375,9 @@ class RecordAdapter(Adapter, Protocol):
 
 @runtime_checkable
 class SqlAdapter(Adapter, Protocol):
+    """May also set `stage_threads` (int): the DuckDB threads the load's connection keeps while it stages, when
+    the adapter works on other cores of its own (the loader sets the connection's `threads` back afterwards)."""
+
     def stage(self, con, src: SourceFile, load_id: str) -> StageCounts:
         """Insert into the temp tables `stage_calls` / `stage_billing` / `stage_rejects`."""
         ...

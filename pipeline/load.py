@@ -283,6 +283,7 @@ def _load_file(
     except Exception as e:  # noqa: BLE001 - whatever stops one file's detection must not stop the run
         return done(status="failed", message=f"{display}: cannot tell its format ({type(e).__name__}: {str(e)[:200]})")
 
+    threads = _fewer_threads(con, getattr(adapter, "stage_threads", None))
     _begin(con)
     try:
         create_stage_tables(con)
@@ -292,6 +293,8 @@ def _load_file(
             counts = stage_records(con, adapter.parse(src))
         else:  # pragma: no cover - registry guarantees one of the two
             raise TypeError(f"adapter {adapter.name} has neither stage() nor parse()")
+        _restore_threads(con, threads)  # the writes of the commit use every core again
+        threads = None
         inserted, dups = _commit_stage(con, load_id, adapter.kind)
         # a re-merged call replaces its stored row: only the net change is new
         inserted, dups = inserted - counts.replaced, dups + counts.duplicates
@@ -310,6 +313,26 @@ def _load_file(
         _rollback(con)
         return done(status="failed", adapter=adapter.name, kind=adapter.kind,
                     message=f"{display}: unexpected error while reading ({type(e).__name__}: {str(e)[:300]})")
+    finally:  # after a failure: the transaction has ended, so the setting can be changed back
+        _restore_threads(con, threads)
+
+
+def _fewer_threads(con: duckdb.DuckDBPyConnection, wanted: int | None) -> int | None:
+    """Lower the connection's DuckDB threads to `wanted` for one file's staging; returns the setting to restore
+    afterwards, or None when nothing was changed."""
+    if not wanted:
+        return None
+    threads = int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+    if wanted >= threads:
+        return None
+    con.execute(f"SET threads = {int(wanted)}")
+    return threads
+
+
+def _restore_threads(con: duckdb.DuckDBPyConnection, threads: int | None) -> None:
+    """Set the connection's DuckDB threads back to what `_fewer_threads` returned (nothing when it returned None)."""
+    if threads is not None:
+        con.execute(f"SET threads = {threads}")
 
 
 def ingest(

@@ -148,3 +148,31 @@ def test_a_parser_that_fails_fails_its_file_only_and_leaves_no_thread_behind(mix
     assert store.execute("SELECT count(*) FROM raw_calls WHERE source_locator LIKE '%broken.jsonl%'").fetchone()[0] == 0
     assert store.execute("SELECT count(*) FROM raw_calls").fetchone()[0] == result.files[1].accepted > 0
     assert threading.active_count() == before
+
+
+def test_the_load_stages_on_the_cores_the_parsers_leave_and_gets_them_back(mixed_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(otlp.OtlpJsonAdapter, "stage_threads", 1)
+    seen: list[str] = []
+    real_stage, real_parse = otlp._stage_chunk, otlp.parse_chunk
+
+    def stage_chunk(con, display, parsed, load_id):
+        seen.append(con.execute("SELECT current_setting('threads')").fetchone()[0])
+        return real_stage(con, display, parsed, load_id)
+
+    def parse_chunk(con, lines, first_line, display, keep):
+        if "broken" in display and first_line > 1:
+            raise RuntimeError("the parser broke on a later chunk")
+        return real_parse(con, lines, first_line, display, keep)
+
+    monkeypatch.setattr(otlp, "_stage_chunk", stage_chunk)
+    monkeypatch.setattr(otlp, "parse_chunk", parse_chunk)
+    monkeypatch.setattr(otlp, "CHUNK_BYTES", mixed_file.stat().st_size // 4)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(mixed_file.read_bytes().replace(b'"traceId":"', b'"traceId":"f'))  # not the same content
+    store = connect(tmp_path / "s.duckdb")
+    store.execute("SET threads = 3")
+    result = ingest(store, [mixed_file, broken])
+    assert [f.status for f in result.files] == ["loaded", "failed"], [f.message for f in result.files]
+    assert seen and set(seen) == {1}, seen  # every chunk of both files staged with one thread
+    # back to the connection's own setting after the loaded file and after the failed one (its transaction aborted)
+    assert store.execute("SELECT current_setting('threads')").fetchone()[0] == 3
