@@ -33,6 +33,14 @@ HEAD_BYTES = 256 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _decoded_lines(data: bytes) -> list[str]:
+    # bytes end a line at LF, CRLF or a bare CR only, as a text stream with newline="" does (not at U+2028)
+    return [line.decode("utf-8", "replace") for line in data.splitlines(keepends=True)]
+
+
 class UnreadableFile(Exception):
     """The file as a whole cannot be read (not a known format, corrupt, unreadable)."""
 
@@ -242,6 +250,33 @@ class SourceFile:
     def open_text(self) -> IO[str]:
         """Text stream (UTF-8, BOM dropped); gzip is decompressed on the fly."""
         return io.TextIOWrapper(self.open_binary(), encoding="utf-8-sig", errors="replace", newline="")
+
+    def text_lines(self, block: int = 16 * 1024 * 1024) -> Iterator[str]:
+        """The lines `open_text` gives (each with its own ending: LF, CRLF or a bare CR; BOM dropped, bad bytes
+        replaced), read `block` bytes at a time: about half the time of a text stream for files of long lines."""
+        with self.open_binary() as f:
+            data = f.read(block)
+            while data and len(data) < 3 and _BOM.startswith(data):  # a BOM is dropped at the very start only
+                more = f.read(block)
+                if not more:
+                    break
+                data += more
+            if data.startswith(_BOM) or (len(data) < 3 and _BOM.startswith(data)):  # a cut BOM is no text either
+                data = data[3:]
+            pending: list[bytes] = []  # the line that runs past the blocks read so far, in pieces
+            while data or (data := f.read(block)):
+                cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+                if cut == len(data) - 1 and data[cut] == 13:  # a CR that may be the first half of a CRLF
+                    cut = max(data.rfind(b"\n", 0, cut), data.rfind(b"\r", 0, cut))
+                if cut < 0:
+                    pending.append(data)
+                else:
+                    pending.append(data[:cut + 1])
+                    yield from _decoded_lines(b"".join(pending))
+                    pending = [data[cut + 1:]]
+                data = b""
+            if any(pending):
+                yield from _decoded_lines(b"".join(pending))
 
     def read_bytes(self) -> bytes:
         with self.open_binary() as f:

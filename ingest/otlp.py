@@ -270,13 +270,12 @@ def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
     lines: list[str] = []
     size, first, n = 0, 1, 0
     try:
-        with src.open_text() as f:
-            for n, line in enumerate(f, 1):
-                lines.append(line)
-                size += len(line)
-                if size >= CHUNK_BYTES:
-                    yield first, lines
-                    lines, size, first = [], 0, n + 1
+        for n, line in enumerate(src.text_lines(), 1):
+            lines.append(line)
+            size += len(line)
+            if size >= CHUNK_BYTES:
+                yield first, lines
+                lines, size, first = [], 0, n + 1
     except (OSError, EOFError, zlib.error) as e:
         raise UnreadableFile(src.display, f"not a readable gzip file ({e})", "check the file is complete") from e
     if lines:
@@ -453,13 +452,65 @@ class ChunkParsers:
                   keep: list[str]) -> Iterator[ParsedChunk]:
         assert self._pool is not None, "use ChunkParsers as a context manager"
         pending: deque[Future[ParsedChunk]] = deque()
-        for first_line, lines in chunks:
+        for first_line, lines in read_ahead(chunks):
             pending.append(self._pool.submit(self._parse, first_line, lines, display, keep))
             del lines  # the parser holds the chunk now: not this frame while the consumer stages
             if len(pending) > self.workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+@dataclass(frozen=True)
+class _Raised:
+    error: BaseException
+
+
+_DONE = object()
+
+
+def read_ahead(items: Iterator, depth: int = 1) -> Iterator:
+    """`items`, produced by a thread of their own up to `depth` ahead of the caller.
+
+    Reading a chunk (decoding the file, splitting its lines) holds the interpreter; done by the caller it would wait
+    between two chunks' staging. An error of `items` is raised to the caller; when the caller stops early, the thread
+    stops and closes `items` before this returns, so no thread and no open file is left behind."""
+    handoff: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(_DONE)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, which raises it
+            put(_Raised(e))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=produce, name="phaselens-otlp-read", daemon=True)
+    thread.start()
+    try:
+        while (item := handoff.get()) is not _DONE:
+            if isinstance(item, _Raised):
+                raise item.error
+            yield item
+            del item  # not held by this frame while the caller works on it
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _temp_directory(con: duckdb.DuckDBPyConnection) -> str | None:
