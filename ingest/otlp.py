@@ -416,7 +416,8 @@ class ChunkParsers:
     """Chunks parsed in threads, each on a parser connection of its own, ahead of the chunk being staged: while
     the load's connection stages one chunk (inside its transaction), the next ones parse. DuckDB releases the
     interpreter while it works, so parsing and staging share the machine's cores. Results come back in file order;
-    at most `workers + 1` chunks are read ahead, so memory stays bounded whatever the file size."""
+    at most `workers + 1` chunks are parsed ahead and one more is read ahead (`read_ahead`), so memory stays bounded
+    whatever the file size."""
 
     def __init__(self, temp_directory: str | None = None, workers: int | None = None):
         self.workers = workers or PARSE_WORKERS
