@@ -416,8 +416,7 @@ class ChunkParsers:
     """Chunks parsed in threads, each on a parser connection of its own, ahead of the chunk being staged: while
     the load's connection stages one chunk (inside its transaction), the next ones parse. DuckDB releases the
     interpreter while it works, so parsing and staging share the machine's cores. Results come back in file order;
-    at most `workers + 1` chunks are parsed ahead and one more is read ahead (`read_ahead`), so memory stays bounded
-    whatever the file size."""
+    at most `workers + 1` chunks are read ahead, so memory stays bounded whatever the file size."""
 
     def __init__(self, temp_directory: str | None = None, workers: int | None = None):
         self.workers = workers or PARSE_WORKERS
@@ -453,65 +452,13 @@ class ChunkParsers:
                   keep: list[str]) -> Iterator[ParsedChunk]:
         assert self._pool is not None, "use ChunkParsers as a context manager"
         pending: deque[Future[ParsedChunk]] = deque()
-        for first_line, lines in read_ahead(chunks):
+        for first_line, lines in chunks:
             pending.append(self._pool.submit(self._parse, first_line, lines, display, keep))
             del lines  # the parser holds the chunk now: not this frame while the consumer stages
             if len(pending) > self.workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
-
-
-@dataclass(frozen=True)
-class _Raised:
-    error: BaseException
-
-
-_DONE = object()
-
-
-def read_ahead(items: Iterator, depth: int = 1) -> Iterator:
-    """`items`, produced by a thread of their own up to `depth` ahead of the caller.
-
-    Reading a chunk (decoding the file, splitting its lines) holds the interpreter; done by the caller it would wait
-    between two chunks' staging. An error of `items` is raised to the caller; when the caller stops early, the thread
-    stops and closes `items` before this returns, so no thread and no open file is left behind."""
-    handoff: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                handoff.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put(item):
-                    return
-            put(_DONE)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller, which raises it
-            put(_Raised(e))
-        finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
-
-    thread = threading.Thread(target=produce, name="phaselens-otlp-read", daemon=True)
-    thread.start()
-    try:
-        while (item := handoff.get()) is not _DONE:
-            if isinstance(item, _Raised):
-                raise item.error
-            yield item
-            del item  # not held by this frame while the caller works on it
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _temp_directory(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -177,30 +177,3 @@ def test_the_load_stages_on_the_cores_the_parsers_leave_and_gets_them_back(mixed
     # back to the connection's own setting after the loaded file and after the failed one (its transaction aborted)
     assert store.execute("SELECT current_setting('threads')").fetchone()[0] == 3
 
-
-def test_chunks_read_ahead_in_a_thread_hand_over_errors_and_stop_with_the_caller():
-    import threading
-
-    closed: list[bool] = []
-
-    def chunks(fail_at: int):
-        try:
-            for i in range(10):
-                if i == fail_at:
-                    raise OSError("the disk went away")
-                yield i
-        finally:
-            closed.append(True)
-
-    before = threading.active_count()
-    assert list(otlp.read_ahead(chunks(99))) == list(range(10))
-    got = []
-    with pytest.raises(OSError, match="the disk went away"):
-        for i in otlp.read_ahead(chunks(3)):
-            got.append(i)
-    assert got == [0, 1, 2]  # what was read before the error reaches the caller first
-    ahead = otlp.read_ahead(chunks(99))
-    assert next(ahead) == 0
-    ahead.close()  # the caller stops early (a later chunk failed to stage): the reader stops and closes its file
-    assert closed == [True, True, True]
-    assert threading.active_count() == before
