@@ -253,7 +253,7 @@ class SourceFile:
 
     def text_lines(self, block: int = 16 * 1024 * 1024) -> Iterator[str]:
         """The lines `open_text` gives (each with its own ending: LF, CRLF or a bare CR; BOM dropped, bad bytes
-        replaced), read `block` bytes at a time: about half the time of a text stream for files of long lines."""
+        replaced), read `block` bytes at a time: about a third less time than a text stream for files of long lines."""
         with self.open_binary() as f:
             data = f.read(block)
             while data and len(data) < 3 and _BOM.startswith(data):  # a BOM is dropped at the very start only
