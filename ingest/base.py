@@ -261,7 +261,7 @@ class SourceFile:
                 if not more:
                     break
                 data += more
-            if data.startswith(_BOM) or (len(data) < 3 and _BOM.startswith(data)):  # a cut BOM is no text either
+            if _BOM.startswith(data[:3]):  # the BOM, or the whole file a cut BOM (no text either)
                 data = data[3:]
             pending: list[bytes] = []  # the line that runs past the blocks read so far, in pieces
             while data or (data := f.read(block)):

@@ -283,8 +283,8 @@ def _load_file(
     except Exception as e:  # noqa: BLE001 - whatever stops one file's detection must not stop the run
         return done(status="failed", message=f"{display}: cannot tell its format ({type(e).__name__}: {str(e)[:200]})")
 
-    threads = _fewer_threads(con, getattr(adapter, "stage_threads", None))
     _begin(con)
+    threads = _fewer_threads(con, getattr(adapter, "stage_threads", None))
     try:
         create_stage_tables(con)
         if isinstance(adapter, SqlAdapter) and hasattr(adapter, "stage"):

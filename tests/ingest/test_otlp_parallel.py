@@ -152,7 +152,7 @@ def test_a_parser_that_fails_fails_its_file_only_and_leaves_no_thread_behind(mix
 
 def test_the_load_stages_on_the_cores_the_parsers_leave_and_gets_them_back(mixed_file, tmp_path, monkeypatch):
     monkeypatch.setattr(otlp.OtlpJsonAdapter, "stage_threads", 1)
-    seen: list[str] = []
+    seen: list[int] = []
     real_stage, real_parse = otlp._stage_chunk, otlp.parse_chunk
 
     def stage_chunk(con, display, parsed, load_id):
@@ -176,4 +176,3 @@ def test_the_load_stages_on_the_cores_the_parsers_leave_and_gets_them_back(mixed
     assert seen and set(seen) == {1}, seen  # every chunk of both files staged with one thread
     # back to the connection's own setting after the loaded file and after the failed one (its transaction aborted)
     assert store.execute("SELECT current_setting('threads')").fetchone()[0] == 3
-
