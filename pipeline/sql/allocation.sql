@@ -20,19 +20,19 @@ WITH cells AS (
   FROM reconciliation
   WHERE billed_cost_usd IS NOT NULL AND traced_tokens > 0
 ),
+targets AS (  -- the cell's allocated total: billed × traced / D, rounded half up to a picodollar (once per cell)
+  SELECT *, rc_fdiv(2 * billed_units * traced_tokens + denominator, 2 * denominator) AS cell_target FROM cells
+),
 shares AS (
   SELECT k.call_id, k.provider, k.model, k.day, k.token_type, k.tokens, c.denominator,
-    c.billed_units * k.tokens AS numerator,
-    -- the cell's allocated total: billed × traced / D, rounded half up to a picodollar
-    rc_fdiv(2 * c.billed_units * c.traced_tokens + c.denominator, 2 * c.denominator) AS cell_target
+    c.billed_units * k.tokens AS numerator, c.cell_target
   FROM rc_call_cells k
-  JOIN cells c ON c.provider = k.provider AND c.model IS NOT DISTINCT FROM k.model AND c.day = k.day
+  JOIN targets c ON c.provider = k.provider AND c.model IS NOT DISTINCT FROM k.model AND c.day = k.day
               AND c.token_type = k.token_type
 ),
 floored AS (
-  SELECT *, rc_fdiv(numerator, denominator) AS floor_units,
-         numerator - rc_fdiv(numerator, denominator) * denominator AS remainder
-  FROM shares
+  SELECT *, numerator - floor_units * denominator AS remainder
+  FROM (SELECT *, rc_fdiv(numerator, denominator) AS floor_units FROM shares)
 ),
 ranked AS (
   SELECT *,
@@ -46,7 +46,7 @@ SELECT
   tokens,                                                   -- the call's tokens of this type
   rc_money(floor_units + CASE WHEN remainder_rank <= leftover THEN 1 ELSE 0 END) AS allocated_cost_usd
 FROM ranked
-ORDER BY call_id, token_type;
+ORDER BY day;  -- a period's read (invoice_shares_in) skips the other days' row groups
 
 CREATE OR REPLACE TABLE untraced_costs AS
 WITH allocated AS (
