@@ -25,17 +25,50 @@ WITH calls AS (
       OR cache_write_tokens IS NOT NULL OR output_tokens IS NOT NULL) AS has_usage
   FROM raw_calls
 ),
-price AS (SELECT * FROM call_unit_prices),
-token_costs AS (   -- USD as DECIMAL(38, 18); NULL where a bucket has tokens but no price
+-- Each bucket's cost is rounded to 12 decimals; a price with at most 12 decimals (nearly all list prices) gives a
+-- product exact at 12 decimals, taken at that scale directly, which skips a slow 38-digit rounding per call and
+-- gives the same figure. The scale-12 prices come from the few distinct price rows, not from each call's row.
+exact AS (
+  SELECT DISTINCT uncached_input, cache_read, cache_write, cache_write_1h, output,
+    CASE WHEN uncached_input = round(uncached_input, 12) AND abs(uncached_input) < 1000000
+      THEN CAST(uncached_input AS DECIMAL(18, 12)) END AS uncached_input_12,
+    CASE WHEN cache_read = round(cache_read, 12) AND abs(cache_read) < 1000000
+      THEN CAST(cache_read AS DECIMAL(18, 12)) END AS cache_read_12,
+    CASE WHEN cache_write = round(cache_write, 12) AND abs(cache_write) < 1000000
+      THEN CAST(cache_write AS DECIMAL(18, 12)) END AS cache_write_12,
+    CASE WHEN cache_write_1h = round(cache_write_1h, 12) AND abs(cache_write_1h) < 1000000
+      THEN CAST(cache_write_1h AS DECIMAL(18, 12)) END AS cache_write_1h_12,
+    CASE WHEN output = round(output, 12) AND abs(output) < 1000000
+      THEN CAST(output AS DECIMAL(18, 12)) END AS output_12
+  FROM price_table
+),
+price AS (
+  SELECT u.*, e.uncached_input_12, e.cache_read_12, e.cache_write_12, e.cache_write_1h_12, e.output_12
+  FROM call_unit_prices u
+  LEFT JOIN exact e
+    ON e.uncached_input IS NOT DISTINCT FROM u.uncached_input AND e.cache_read IS NOT DISTINCT FROM u.cache_read
+   AND e.cache_write IS NOT DISTINCT FROM u.cache_write AND e.cache_write_1h IS NOT DISTINCT FROM u.cache_write_1h
+   AND e.output IS NOT DISTINCT FROM u.output
+),
+token_costs AS (   -- USD, each bucket rounded to 12 decimals; NULL where a bucket has tokens but no price
   SELECT
     c.call_id, c.started_at, c.status, c.has_usage,
     p.price_source, p.matched_model, p.deployment, p.unpriced_reason AS key_reason,
-    CASE WHEN c.uncached_tokens = 0 THEN 0 ELSE c.uncached_tokens * p.uncached_input END AS uncached_cost,
-    CASE WHEN c.cache_read_tokens = 0 THEN 0 ELSE c.cache_read_tokens * p.cache_read END AS cache_read_cost,
-    CASE WHEN c.cache_write_5m_tokens = 0 THEN 0 ELSE c.cache_write_5m_tokens * p.cache_write END
-      + CASE WHEN c.cache_write_1h_tokens = 0 THEN 0 ELSE c.cache_write_1h_tokens * p.cache_write_1h END
+    CASE WHEN c.uncached_tokens = 0 THEN 0 WHEN p.uncached_input_12 IS NOT NULL THEN c.uncached_tokens * p.uncached_input_12
+         ELSE CAST(c.uncached_tokens * p.uncached_input AS DECIMAL(38, 12)) END AS uncached_cost,
+    CASE WHEN c.cache_read_tokens = 0 THEN 0 WHEN p.cache_read_12 IS NOT NULL THEN c.cache_read_tokens * p.cache_read_12
+         ELSE CAST(c.cache_read_tokens * p.cache_read AS DECIMAL(38, 12)) END AS cache_read_cost,
+    -- the 5-minute and 1-hour writes are one bucket, rounded once
+    CASE WHEN (c.cache_write_5m_tokens = 0 OR p.cache_write_12 IS NOT NULL)
+          AND (c.cache_write_1h_tokens = 0 OR p.cache_write_1h_12 IS NOT NULL) THEN
+           CASE WHEN c.cache_write_5m_tokens = 0 THEN 0 ELSE c.cache_write_5m_tokens * p.cache_write_12 END
+           + CASE WHEN c.cache_write_1h_tokens = 0 THEN 0 ELSE c.cache_write_1h_tokens * p.cache_write_1h_12 END
+         ELSE CAST(CASE WHEN c.cache_write_5m_tokens = 0 THEN 0 ELSE c.cache_write_5m_tokens * p.cache_write END
+                   + CASE WHEN c.cache_write_1h_tokens = 0 THEN 0 ELSE c.cache_write_1h_tokens * p.cache_write_1h END
+                   AS DECIMAL(38, 12)) END
       AS cache_write_cost,
-    CASE WHEN c.output_tokens = 0 THEN 0 ELSE c.output_tokens * p.output END AS output_cost
+    CASE WHEN c.output_tokens = 0 THEN 0 WHEN p.output_12 IS NOT NULL THEN c.output_tokens * p.output_12
+         ELSE CAST(c.output_tokens * p.output AS DECIMAL(38, 12)) END AS output_cost
   FROM calls c
   LEFT JOIN price p ON p.call_id = c.call_id
 ),

@@ -213,6 +213,44 @@ def test_price_book_overrides_and_discounts():
     assert c["mystery"]["unpriced_reason"] == "no_list_price_for_discount"
 
 
+def test_each_bucket_is_rounded_once_to_the_picodollar_whatever_the_price_scale(tmp_path):
+    """A bucket's cost is tokens x the per-token price rounded half away from zero to 12 decimals: prices with more
+    decimals per token than that (taken through a rounding) and prices with fewer (taken at 12 decimals directly)
+    both give it."""
+    (tmp_path / "book.toml").write_text(
+        '[[prices]]\nprovider = "acme"\nmodel = "fine"\ninput = 0.1234567\ncache_read = 0.0000015\n'
+        'cache_write = 0.0000015\ncache_write_1h = 0.0000015\noutput = 2.000000449\n'
+        '[[prices]]\nprovider = "acme"\nmodel = "round"\ninput = 3\ncache_read = 0.3\ncache_write = 3.75\noutput = 15\n'
+    )
+    book = load_pricebook(tmp_path / "book.toml")
+    tokens = {"uncached_input_tokens": 987_654_321, "cache_read_tokens": 3, "cache_write_tokens": 7, "output_tokens": 5}
+    both_writes = {"uncached_input_tokens": 1, "cache_write_tokens": 2, "cache_write_1h_tokens": 1}
+    con = make_store([call("fine", "acme", "fine", **tokens), call("round", "acme", "round", **tokens),
+                      call("writes", "acme", "fine", **both_writes)])
+    build_costs(con, book)
+    c = costs(con)
+
+    def bucket(n: int, per_million: str) -> Decimal:
+        from decimal import ROUND_HALF_UP
+        return (Decimal(n) * Decimal(per_million) / Decimal(1_000_000)).quantize(PICO, rounding=ROUND_HALF_UP)
+
+    fine = c["fine"]
+    assert fine["uncached_input_cost_usd"] == bucket(987_654_321, "0.1234567")  # 13 decimals per token: rounded
+    assert fine["cache_read_cost_usd"] == bucket(3, "0.0000015")  # 4.5e-12 USD rounds up to 5e-12
+    assert fine["cache_read_cost_usd"] == Decimal("5E-12")
+    assert fine["output_cost_usd"] == bucket(5, "2.000000449")  # 1.0000002245e-5 rounds down
+    assert fine["output_cost_usd"] != Decimal(5) * Decimal("2.000000449") / Decimal(1_000_000)
+    assert fine["cache_write_cost_usd"] == bucket(7, "0.0000015")
+    # one 5-minute and one 1-hour write at 1.5e-12 USD each: one bucket, 3e-12 USD (rounding each would give 4e-12)
+    assert c["writes"]["cache_write_cost_usd"] == Decimal("3E-12")
+    rnd = c["round"]
+    for col, n, price in (("uncached_input_cost_usd", 987_654_321, "3"), ("cache_read_cost_usd", 3, "0.3"),
+                          ("cache_write_cost_usd", 7, "3.75"), ("output_cost_usd", 5, "15")):
+        assert rnd[col] == bucket(n, price) == Decimal(n) * Decimal(price) / Decimal(1_000_000)  # exact, no rounding
+    assert fine["cost_usd"] == sum(fine[k] for k in ("uncached_input_cost_usd", "cache_read_cost_usd",
+                                                      "cache_write_cost_usd", "output_cost_usd"))
+
+
 @pytest.mark.parametrize(
     ("provider", "model", "model_raw", "tokens"),
     [
