@@ -130,7 +130,8 @@ SELECT provider, model, day, token_type,
   count(*) AS traced_calls,
   CAST(sum(tokens) AS BIGINT) AS traced_tokens,
   CAST(sum(tokens) FILTER (WHERE priced) AS BIGINT) AS priced_tokens,
-  CAST(sum(CAST(cost_usd * 1000000000000 AS HUGEINT)) FILTER (WHERE priced) AS DECIMAL(38, 0))
+  -- a call's cost has 12 decimals, so the sum's picodollars are those of the calls (one conversion per cell)
+  CAST((sum(cost_usd) FILTER (WHERE priced)) * 1000000000000 AS DECIMAL(38, 0))
     AS estimated_units,                                    -- picodollars (reconciliation.sql reads them as HUGEINT)
   count(*) FILTER (WHERE NOT priced) AS unpriced_calls
 FROM rc_call_cells GROUP BY ALL;
