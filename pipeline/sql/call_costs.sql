@@ -54,9 +54,11 @@ token_costs AS (   -- USD, each bucket rounded to 12 decimals; NULL where a buck
   SELECT
     c.call_id, c.started_at, c.status, c.has_usage,
     p.price_source, p.matched_model, p.deployment, p.unpriced_reason AS key_reason,
-    CASE WHEN c.uncached_tokens = 0 THEN 0 WHEN p.uncached_input_12 IS NOT NULL THEN c.uncached_tokens * p.uncached_input_12
+    CASE WHEN c.uncached_tokens = 0 THEN 0
+         WHEN p.uncached_input_12 IS NOT NULL THEN c.uncached_tokens * p.uncached_input_12
          ELSE CAST(c.uncached_tokens * p.uncached_input AS DECIMAL(38, 12)) END AS uncached_cost,
-    CASE WHEN c.cache_read_tokens = 0 THEN 0 WHEN p.cache_read_12 IS NOT NULL THEN c.cache_read_tokens * p.cache_read_12
+    CASE WHEN c.cache_read_tokens = 0 THEN 0
+         WHEN p.cache_read_12 IS NOT NULL THEN c.cache_read_tokens * p.cache_read_12
          ELSE CAST(c.cache_read_tokens * p.cache_read AS DECIMAL(38, 12)) END AS cache_read_cost,
     -- the 5-minute and 1-hour writes are one bucket, rounded once
     CASE WHEN (c.cache_write_5m_tokens = 0 OR p.cache_write_12 IS NOT NULL)
