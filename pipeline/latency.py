@@ -389,15 +389,15 @@ def _samples(con: duckdb.DuckDBPyConnection, st: LatencySettings) -> dict[tuple,
     keys = {g: (p, m, k, d) for g, p, m, k, d in found}
     cols = [f.name for f in fields(Sample)]
     nan = ", ".join(f"coalesce({c}, 'NaN'::DOUBLE) AS {c}" if c not in ("has_split", "holdout") else c for c in cols)
-    data = con.execute(f"SELECT grp, {nan} FROM latency_sample ORDER BY grp, call_hash").fetchnumpy()
+    # calls of one group whose 32-bit hashes collide are ordered by their values, so the fit sees the same rows in
+    # the same order on every run (the float sums then agree to the last bit)
+    data = con.execute(f"SELECT grp, {nan} FROM latency_sample ORDER BY grp, call_hash, {', '.join(cols)}").fetchnumpy()
     grp = np.asarray(data["grp"])
-    out: dict[tuple, Sample] = {}
-    for g, key in keys.items():
-        rows = grp == g
-        out[key] = Sample(
-            *(np.asarray(data[c])[rows].astype(bool if c in ("has_split", "holdout") else float) for c in cols)
-        )
-    return out
+    columns = [np.asarray(data[c]).astype(bool if c in ("has_split", "holdout") else float) for c in cols]
+    # the rows are in group order: each group is one slice (a mask per group cost a pass over every row per group)
+    starts = np.searchsorted(grp, list(keys), side="left")
+    ends = np.searchsorted(grp, list(keys), side="right")
+    return {key: Sample(*(col[a:b] for col in columns)) for key, a, b in zip(keys.values(), starts, ends)}
 
 
 def _sort_key(k: tuple) -> tuple:

@@ -215,6 +215,26 @@ def test_fits_are_deterministic_and_sampled_within_the_cap(store):
     assert rel(fit["decode_s_per_output_token"], ITL_S) <= 0.10
 
 
+# two call ids whose md5 starts with the same 32 bits (6a46ce0e): the sample orders calls by those bits
+HASH_TIE = ("tie-223878", "tie-237608")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fits_do_not_depend_on_the_order_calls_with_the_same_hash_come_in(seed):
+    """Calls whose 32-bit sample hashes collide reach the fit in the same order whatever order the store holds them
+    in, so a build run twice (whose parallel reads may order them differently) gives bit-identical fits."""
+    rows, _ = synthetic(400, seed=seed, measured_share=0.5)
+    rows[0]["call_id"], rows[1]["call_id"] = HASH_TIE
+    fits = []
+    for order in (rows, [rows[1], rows[0], *rows[2:]]):
+        con = connect(":memory:")
+        insert_calls(con, order)
+        build_timing(con, LatencySettings(sample_cap=10_000))
+        fits.append(con.execute("SELECT * FROM latency_fits ORDER BY ALL").fetchall())
+        con.close()
+    assert fits[0] == fits[1]
+
+
 def test_runs_inside_the_callers_transaction(store):
     rows, _ = synthetic(200, seed=6, measured_share=0.5)
     insert_calls(store, rows)
