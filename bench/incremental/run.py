@@ -181,18 +181,16 @@ elif step == "floor":  # the build's per-call tables copied as they are: what wr
     from phaselens.pipeline.incremental import BY_START_COLUMN
     con = connect(db)
     names = sorted(BY_START_COLUMN | {"allocated_costs", "whatif_calls"})
-    t = time.perf_counter()  # the copies and their commit, not the clean-up below
+    copy_t = time.perf_counter()  # the copies and their commit, not the clean-up below
     con.execute("BEGIN")
     for name in names:
         con.execute(f"CREATE TABLE floor_{name} AS SELECT * FROM {name}")
     con.execute("COMMIT")
-    out["wall_s"] = time.perf_counter() - t
+    out["copy_s"] = time.perf_counter() - copy_t
     out["rows"] = {n: con.execute(f"SELECT count(*) FROM floor_{n}").fetchall()[0][0] for n in names}
     for name in names:
         con.execute(f"DROP TABLE floor_{name}")
     con.execute("CHECKPOINT")
-    print("RESULT " + json.dumps(out))
-    raise SystemExit(0)
 elif step == "publish":
     from datetime import date
     from phaselens.pipeline.publish import publish
@@ -252,8 +250,8 @@ def run(days: int, n: int, seed: int, log) -> dict:
         r["build_mode"] = b.get("build_mode", "incremental")
         log(f"full build {b['wall_s']:.1f} s, peak {b['peak_mb']:,} MB (baseline {r['baseline_all_s']:.2f} s)")
         f = measured("floor", str(db))
-        r["write_floor_s"], r["write_floor_rows"] = f["wall_s"], f["rows"]
-        log(f"the build's per-call tables copied as they are: {f['wall_s']:.1f} s ({sum(f['rows'].values()):,} rows)")
+        r["write_floor_s"], r["write_floor_rows"] = f["copy_s"], f["rows"]
+        log(f"the build's per-call tables copied as they are: {f['copy_s']:.1f} s ({sum(f['rows'].values()):,} rows)")
         p = measured("publish", str(db))
         r["full_publish_s"], r["full_publish_peak_mb"], r["snapshot_mb"] = p["wall_s"], p["peak_mb"], p["snapshot_mb"]
         log(f"full publish {p['wall_s']:.1f} s")
