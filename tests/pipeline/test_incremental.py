@@ -271,6 +271,49 @@ def test_a_build_reports_the_days_it_recomputed(template, tmp_path):
     assert build(con, changed, full=True).reason == "--full asked for"
 
 
+def _optimistic(con) -> bool:
+    return con.execute("SELECT current_setting('enable_optimistic_write')").fetchone()[0]
+
+
+def test_an_incremental_build_gives_the_connection_back_writing_as_before(template, tmp_path, monkeypatch):
+    """The scratch stages run with DuckDB's optimistic writes off (their tables are dropped before the commit); the
+    connection writes as before once the build ends, and when a stage fails too, so a later load on it still writes
+    its row groups ahead of the commit."""
+    from phaselens.pipeline import pricing
+
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(template.read_bytes())
+    con = connect(db)
+    cfg = load_config(None)
+    _load_calls(con, "A", 0, 0, 0)
+    build(con, cfg)
+    _load_calls(con, "B", 1, 0, 1)
+    seen = []
+    real = pricing.build_costs
+
+    def costs(c, book):  # the costs stage of the incremental build runs in the scratch schema
+        seen.append(_optimistic(c))
+        real(c, book)
+
+    monkeypatch.setattr(pricing, "build_costs", costs)
+    assert not build(con, cfg).full
+    assert seen == [False] and _optimistic(con) is True
+
+    _load_calls(con, "C", 2, 0, 2)
+
+    def broken(c, book):
+        raise RuntimeError("a stage fails")
+
+    monkeypatch.setattr(pricing, "build_costs", broken)
+    with pytest.raises(RuntimeError, match="a stage fails"):
+        build(con, cfg)
+    assert _optimistic(con) is True
+    con.execute("SET enable_optimistic_write = false")  # a connection that had it off keeps it off
+    monkeypatch.setattr(pricing, "build_costs", real)
+    assert not build(con, cfg).full
+    assert _optimistic(con) is False
+
+
 def test_a_prefix_reused_across_midnight_recomputes_the_earlier_days_caching_sums(template, tmp_path):
     """A call just after midnight that reuses the prompt prefix of a call just before it changes what the earlier
     call writes to the cache: the incremental build recomputes that earlier day's caching sums too (its calls are
