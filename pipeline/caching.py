@@ -83,8 +83,9 @@ def _columns(con: duckdb.DuckDBPyConnection, name: str) -> set[str] | None:
     return cols
 
 
-def _prepare_inputs(con: duckdb.DuckDBPyConnection, settings: CachingSettings) -> None:
-    """Temp relations the SQL stages read, whatever optional upstreams this store has."""
+def _prepare_inputs(con: duckdb.DuckDBPyConnection, settings: CachingSettings) -> bool:
+    """Temp relations the SQL stages read, whatever optional upstreams this store has. Returns whether
+    `caching_fits` holds a fit per UTC day (else one per model, for every day)."""
     con.execute(
         "CREATE OR REPLACE TEMP TABLE caching_lifetimes AS SELECT unnest(CAST($lifetimes AS BIGINT[])) AS lifetime_s",
         {"lifetimes": list(settings.lifetimes_s)},
@@ -104,14 +105,15 @@ def _prepare_inputs(con: duckdb.DuckDBPyConnection, settings: CachingSettings) -
         where = f"WHERE kind = '{FIT_KIND}' AND " if "kind" in fit_cols else "WHERE "
         # each call is timed by its own day's fit (latency_fits fits every UTC day on its calls); fits without a
         # day column (one fit per model) time every day's calls
-        day, any_day, by = ("day", "false", ", day") if "day" in fit_cols else ("CAST(NULL AS DATE)", "true", "")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW caching_fits AS SELECT provider, model, {day} AS day, "
-                    f"{any_day} AS any_day, {picks} FROM latency_fits "
-                    f"{where}ttft_s_per_uncached_token IS NOT NULL GROUP BY provider, model{by}")
-    else:
-        picks = ", ".join(f"CAST(NULL AS DOUBLE) AS {dst}" for dst in FIT_COLUMNS)
-        con.execute("CREATE OR REPLACE TEMP VIEW caching_fits AS SELECT CAST(NULL AS VARCHAR) AS provider, "
-                    f"CAST(NULL AS VARCHAR) AS model, CAST(NULL AS DATE) AS day, false AS any_day, {picks} WHERE false")
+        by_day = "day" in fit_cols
+        day, by = ("day", ", day") if by_day else ("CAST(NULL AS DATE)", "")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW caching_fits AS SELECT provider, model, {day} AS day, {picks} "
+                    f"FROM latency_fits {where}ttft_s_per_uncached_token IS NOT NULL GROUP BY provider, model{by}")
+        return by_day
+    picks = ", ".join(f"CAST(NULL AS DOUBLE) AS {dst}" for dst in FIT_COLUMNS)
+    con.execute("CREATE OR REPLACE TEMP VIEW caching_fits AS SELECT CAST(NULL AS VARCHAR) AS provider, "
+                f"CAST(NULL AS VARCHAR) AS model, CAST(NULL AS DATE) AS day, {picks} WHERE false")
+    return True
 
 
 def _has_prices(con: duckdb.DuckDBPyConnection) -> bool:
@@ -144,13 +146,14 @@ def build_caching(
         "caching_by_workload": {"lifetime_s": settings.headline_lifetime_s},
     }
     with transaction(con):  # inside `phaselens build`, the build's transaction covers this stage
-        _prepare_inputs(con, settings)
+        fit_by_day = _prepare_inputs(con, settings)
         for name in stages:
             if name == "caching_prices" and not _has_prices(con):
                 con.execute(EMPTY_PRICES_SQL)
                 continue
             if name == "caching_call_savings":  # a view: no prepared parameters, the constant is written in
-                con.execute(sql_text(name).replace("$write_5m_max_s", str(int(WRITE_5M_MAX_S))))
+                con.execute(sql_text(name).replace("$write_5m_max_s", str(int(WRITE_5M_MAX_S)))
+                            .replace("$fit_by_day", str(fit_by_day).lower()))
                 continue
             con.execute(sql_text(name), params.get(name, {}))
         for name in _TEMP_TABLES:

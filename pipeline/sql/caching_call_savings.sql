@@ -3,13 +3,16 @@
 -- Grain: (call_id, lifetime_s) for every call in raw_calls. Upstream: raw_calls, caching_lifetimes,
 -- caching_workload, call_prefix_reuse, caching_prices, caching_fits.
 -- Parameters: $write_5m_max_s (lifetimes up to this many seconds pay the 5-minute cache-write price,
--- longer ones the 1-hour price).
+-- longer ones the 1-hour price); $fit_by_day (true: caching_fits holds a fit per UTC day, joined on the call's
+-- day; false: one fit per model, its day NULL, for every day: written in as a constant, the join stays an
+-- equality on the day and does not pair each call with every day's fit of its model).
 -- With the cache, a call reads from cache the larger of its reusable prefix and what its provider already
 -- served from cache, writes the prefix a later call reuses, and pays the rest as uncached input. TTFT
 -- saved is the latency fit of the call's own UTC day (latency_fits fits each day on its calls) as the call ran
 -- minus with the new cache reads, so a call's figures depend on its day alone.
 -- A view, read once by caching_days.sql: the per-call rows are aggregated as they are made, never stored
--- (so $write_5m_max_s is written into the text before it runs: a view takes no prepared parameters).
+-- (so $write_5m_max_s and $fit_by_day are written into the text before it runs: a view takes no prepared
+-- parameters).
 CREATE OR REPLACE TEMP VIEW caching_call_savings AS
 WITH calls AS (
   SELECT
@@ -62,9 +65,9 @@ cached AS (
     coalesce(f.ttft_floor_s, 0) AS fit_floor
   FROM hits t
   LEFT JOIN caching_prices p USING (call_id)
-  LEFT JOIN caching_fits f
+  LEFT JOIN caching_fits f  -- $fit_by_day: the fits are per UTC day (else one per model, its day NULL)
     ON f.provider IS NOT DISTINCT FROM t.provider AND f.model IS NOT DISTINCT FROM t.model
-   AND (f.day IS NOT DISTINCT FROM t.day OR f.any_day) AND NOT t.embeddings
+   AND f.day IS NOT DISTINCT FROM (CASE WHEN $fit_by_day THEN t.day END) AND NOT t.embeddings
 ),
 timed AS (
   -- the latency model's prefill time (docs/latency.md) as billed and with the new cache reads; the saving

@@ -286,6 +286,22 @@ def test_ttft_without_a_cached_token_fit_counts_cached_tokens_as_free(store):
     assert opportunity(store, "chat", 300)["ttft_saved_s_mean"] == pytest.approx(2000 * TTFT_UNCACHED / 3)
 
 
+def test_ttft_saved_reads_the_fit_of_the_calls_own_day(store):
+    """With a fit per UTC day (as the latency stage writes them), a call's TTFT saved comes from its own day's fit
+    only: not another day's, nor the fit of calls without a start (day NULL)."""
+    fixture_store(store, fits=False)  # the fixture's calls all start on 2025-03-03
+    store.execute("CREATE TABLE latency_fits (provider VARCHAR, model VARCHAR, day DATE, "
+                  "ttft_s_per_uncached_token DOUBLE, ttft_s_per_cached_token DOUBLE)")
+    store.execute("INSERT INTO latency_fits VALUES "
+                  "('acme', 'm1', DATE '2025-03-02', 0.01, 0), ('acme', 'm1', DATE '2025-03-03', ?, ?), "
+                  "('acme', 'm1', DATE '2025-03-04', 0.03, 0), ('acme', 'm1', NULL, 0.05, 0)",
+                  [TTFT_UNCACHED, TTFT_CACHED])
+    build_caching(store, CachingSettings(lifetimes_s=[300]))
+    repo = opportunity(store, "repo-qa", 300)
+    assert repo["ttft_fitted_calls"] == 3
+    assert repo["ttft_saved_s_mean"] == pytest.approx(6000 * (TTFT_UNCACHED - TTFT_CACHED) / 3)
+
+
 def test_ttft_saved_follows_the_latency_model_shape(store):
     # latency_fits as the latency stage writes it: prefill = max(floor, a + b·t + q·t² + k·cached), per kind
     fixture_store(store, fits=False)
