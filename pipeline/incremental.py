@@ -296,7 +296,8 @@ class Scratch:
     Inside the schema, DuckDB's optimistic writes are off: a stage's tables are then kept in memory until the splice
     copies their rows into main, instead of being compressed and written to the store file first (they are dropped
     before the build commits, so writing them was work done twice: it cost a day's build about a second at 10 M
-    calls). The splice writes main's tables as usual."""
+    calls). Beyond the build's memory limit they spill to its temporary directory, as temporary tables do. The
+    splice writes main's tables as usual."""
 
     TOUCHED, CACHE = "incr_context", "incr_cache_context"  # the temp table and the temp view of the two contexts
     ASIDE = "__aside"  # the suffix of a scratch table set aside by `splice`
