@@ -65,7 +65,7 @@ cached AS (
     coalesce(f.ttft_floor_s, 0) AS fit_floor
   FROM hits t
   LEFT JOIN caching_prices p USING (call_id)
-  LEFT JOIN caching_fits f  -- $fit_by_day: the fits are per UTC day (else one per model, its day NULL)
+  LEFT JOIN caching_fits f
     ON f.provider IS NOT DISTINCT FROM t.provider AND f.model IS NOT DISTINCT FROM t.model
    AND f.day IS NOT DISTINCT FROM (CASE WHEN $fit_by_day THEN t.day END) AND NOT t.embeddings
 ),
