@@ -306,24 +306,35 @@ SELECT line_no, j,
        CASE WHEN NOT ok OR j.resourceSpans IS NULL THEN
          -- never the line itself: any string in it may be prompt text
          '[withheld: ' || strlen(line) || ' bytes, md5 ' || left(md5(line), 12) || ']'
-       END AS raw
+       END AS raw,
+       -- the text of a batch with an entry whose span list is missing or not a list, kept to name that entry's keys
+       -- (otlp_lost); no other line is kept
+       CASE WHEN ok AND list_bool_or(list_transform(j.resourceSpans, lambda r: r IS NOT NULL AND (r.scopeSpans IS NULL
+              OR list_bool_or(list_transform(r.scopeSpans, lambda s: s IS NOT NULL AND s.spans IS NULL)))))
+            THEN line END AS lost_line
 FROM (
   SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
   -- blank lines are not records; a match that stops at the first other character, not a trimmed copy of each line
-  FROM (SELECT line_no, line, {ok} AS ok FROM otlp_chunk WHERE NOT regexp_full_match(line, '[ \t\r\n]*'))
+  FROM (SELECT line_no, line, {ok} AS ok
+        FROM (SELECT $first + generate_subscripts($lines, 1) - 1 AS line_no, unnest($lines) AS line)
+        WHERE NOT regexp_full_match(line, '[ \t\r\n]*'))
 )
 """
 
 
-def parse_batches(con: duckdb.DuckDBPyConnection) -> None:
-    """otlp_batches(line_no, j, bad, raw): the lines of `otlp_chunk(line_no, line)` parsed, or why not.
+def parse_batches(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: int) -> None:
+    """otlp_batches(line_no, j, bad, raw, lost_line): `lines` (numbered from `first_line`) parsed, or why not.
 
-    Each line is parsed once, with no validity check first; only when a line of the chunk is not JSON (the parse
-    fails) is the chunk parsed again with each line checked, so that line is rejected and the others kept."""
+    The lines reach DuckDB as a list parameter, read where they are parsed: they are not copied into a table first.
+    (Not a registered Arrow table: DuckDB can keep an Arrow scan's buffers alive after unregister, which made memory
+    grow with every chunk.) Each line is parsed once, with no validity check first; only when a line of the chunk
+    is not JSON (the parse fails) is the chunk parsed again with each line checked, so that line is rejected and
+    the others kept."""
+    params = {"structure": STRUCTURE, "lines": lines, "first": first_line}
     try:
-        con.execute(_BATCHES.format(ok="true"), {"structure": STRUCTURE})
+        con.execute(_BATCHES.format(ok="true"), params)
     except duckdb.InvalidInputException:
-        con.execute(_BATCHES.format(ok="json_valid(line)"), {"structure": STRUCTURE})
+        con.execute(_BATCHES.format(ok="json_valid(line)"), params)
 
 
 def parser_connection(temp_directory: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -343,14 +354,7 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
     """Parse OTLP JSON lines (numbered from `first_line`) on a parser connection into spans, prompt-prefix hashes
     and the rejects of lines and entries that hold no readable spans. Reads nothing stored."""
     lines = [jsonread.no_lone_surrogates(line) for line in lines]  # one bad value must not lose the line
-    # Lines reach DuckDB as a list parameter, not a registered Arrow table: DuckDB can keep an Arrow
-    # scan's buffers alive after unregister, which made memory grow with every chunk.
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE otlp_chunk AS "
-        "SELECT $first + generate_subscripts($lines, 1) - 1 AS line_no, unnest($lines) AS line",
-        {"first": first_line, "lines": lines},
-    )
-    parse_batches(con)
+    parse_batches(con, lines, first_line)
     # An entry whose span list is missing (a misspelled or mangled key) or not a list holds spans that
     # cannot be read: each such entry is rejected, so a file that lost spans this way says so.
     con.execute(
@@ -359,9 +363,7 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
         WITH r AS (
           SELECT line_no, unnest(j.resourceSpans) AS r, generate_subscripts(j.resourceSpans, 1) - 1 AS ri
           FROM otlp_batches
-          WHERE bad IS NULL  -- the entries of lines that lost one, found without copying every line's entries
-            AND list_bool_or(list_transform(j.resourceSpans, lambda r: r IS NOT NULL AND (r.scopeSpans IS NULL
-                  OR list_bool_or(list_transform(r.scopeSpans, lambda s: s IS NOT NULL AND s.spans IS NULL)))))
+          WHERE lost_line IS NOT NULL  -- the entries of lines that lost one, found without copying every line's entries
         )
         SELECT line_no, ri, NULL::INTEGER AS si FROM r WHERE r IS NOT NULL AND r.scopeSpans IS NULL
         UNION ALL
@@ -387,9 +389,9 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
                     THEN 'a resourceSpans entry has no scopeSpans list (the key is missing or misspelled, or not a list): its spans cannot be read'
                     ELSE 'a scopeSpans entry has no spans list (the key is missing or misspelled, or not a list): its spans cannot be read' END,
                -- the entry's key names (never its values): which one is misspelled
-               left('keys: ' || array_to_string(json_keys(c.line, '$.resourceSpans[' || ri || ']'
+               left('keys: ' || array_to_string(json_keys(c.lost_line, '$.resourceSpans[' || ri || ']'
                       || coalesce('.scopeSpans[' || si || ']', '')), ', '), 500)
-        FROM otlp_lost JOIN otlp_chunk c USING (line_no)
+        FROM otlp_lost JOIN otlp_batches c USING (line_no)
         """,
         {"display": display},
     )
@@ -398,7 +400,7 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
         spans=_export(con, "otlp_spans", without="content_attrs"), prefix=_export(con, "otlp_prefix"),
         line_rejects=_export(con, "otlp_line_rejects"),
         batches=con.execute("SELECT count(*) FROM otlp_batches WHERE bad IS NULL").fetchall()[0][0])
-    for t in ("otlp_line_rejects", "otlp_prefix", "otlp_spans", "otlp_lost", "otlp_batches", "otlp_chunk"):
+    for t in ("otlp_line_rejects", "otlp_prefix", "otlp_spans", "otlp_lost", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return parsed
 

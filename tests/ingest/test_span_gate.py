@@ -43,9 +43,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def _spans(con, lines: list[str], sql: str, table: str) -> None:
-    con.execute("CREATE OR REPLACE TEMP TABLE otlp_chunk AS "
-                "SELECT generate_subscripts($l, 1) AS line_no, unnest($l) AS line", {"l": lines})
-    otlp.parse_batches(con)
+    otlp.parse_batches(con, lines, 1)
     con.execute(sql, {"display": "f", "keep": otlp.keep_list(None)})
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM otlp_spans")
 
