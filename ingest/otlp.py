@@ -145,7 +145,7 @@ def merge_sql() -> str:
             .replace("{{DISAGG_NS}}", str(otlp_carry.DISAGG_NS)))  # the read-back searches the same window
 
 
-MERGE_ROUNDS = 4  # label propagation rounds: enough for chains of up to 2**4 spans of one call
+MERGE_ROUNDS = 4  # label propagation rounds, one link a round: a chain of up to 5 spans of one call becomes one call
 
 
 def keep_list(options: dict | None) -> list[str]:
