@@ -145,7 +145,6 @@ def merge_sql() -> str:
             .replace("{{DISAGG_NS}}", str(otlp_carry.DISAGG_NS)))  # the read-back searches the same window
 
 
-MERGE_ROUNDS = 4  # label propagation rounds, one link a round: a chain of up to 5 spans of one call becomes one call
 
 
 def keep_list(options: dict | None) -> list[str]:
@@ -492,8 +491,9 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, parsed: ParsedChu
     ).fetchall()[0]
     carried = otlp_carry.carry_in(con, sdk_scope_sql())  # duplicates out, stored spans of the same calls in
     con.execute(merge_sql())
-    for _ in range(MERGE_ROUNDS):
-        con.execute(_sql("otlp_merge_step"))
+    # label propagation until no label moves: it ends, as each round only lowers labels; a pair takes one round
+    while con.execute(_sql("otlp_merge_step")).fetchone()[0]:
+        pass
     con.execute(_sql("otlp_calls"))
     settled = otlp_carry.settle(con, load_id)  # only new or changed calls stay in otlp_calls
     # straight into raw_calls (not through stage_calls): the merge and settle above already made each call once,

@@ -108,26 +108,26 @@ def test_framework_span_copying_its_childs_usage_counts_once(store, load, tmp_pa
     assert c["ttft_s"] == pytest.approx(0.2) and c["timing_source"] == "measured"  # stated by the inner span, kept
 
 
-def test_four_nested_spans_of_one_call_are_one_call_named_by_the_outermost(store, load, tmp_path):
-    """A chain of call spans, each the only call child of the one above (an agent's model span, a gateway client's,
-    an instrumentation's, the SDK's own): the links are pairwise, so the outermost span's label reaches the
-    innermost only after three rounds of label propagation. Another call of the same trace stays apart."""
+def test_a_chain_of_seven_nested_spans_of_one_call_is_one_call_named_by_the_outermost(store, load, tmp_path):
+    """Call spans nested seven deep, each the only call child of the one above (wrappers around wrappers): the links
+    are pairwise, each round of label propagation carries the outermost span's label one link further, and the
+    rounds go on until none moves, so the innermost span joins too. Another call of the same trace stays apart."""
     usage = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai",
              "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 50}
-    chain = [span("c4", "s1", 0, 1000, usage, name="agent chat")]
-    for i, (start, end) in enumerate([(10, 990), (20, 980), (30, 970)], 2):
-        chain.append(span("c4", f"s{i}", start, end, usage, parent=f"s{i - 1}"))
-    other = span("c4", "o1", 2000, 2500, {**usage, "gen_ai.usage.input_tokens": 7})
-    r = load(write(tmp_path, "chain.jsonl", batch("pydantic-ai", chain[0], other), batch("litellm", chain[1]),
-                   batch("opentelemetry.instrumentation.openai_v2", chain[2]), batch("openai", chain[3])))
-    assert (r.files[0].accepted, r.files[0].skipped) == (2, 3)
+    chain = [span("c7", "s1", 0, 1000, usage, name="agent chat")]
+    for i in range(2, 8):
+        chain.append(span("c7", f"s{i}", 10 * i, 1000 - 10 * i, usage, parent=f"s{i - 1}"))
+    other = span("c7", "o1", 2000, 2500, {**usage, "gen_ai.usage.input_tokens": 7})
+    r = load(write(tmp_path, "chain.jsonl", batch("pydantic-ai", chain[0], other),
+                   *(batch("opentelemetry.instrumentation.openai_v2", s) for s in chain[1:])))
+    assert (r.files[0].accepted, r.files[0].skipped) == (2, 6)
     first, second = calls(store)
     assert first["span_id"] == "s1".ljust(16, "0") and first["uncached_input_tokens"] == 1000
     assert first["e2e_s"] == pytest.approx(1.0)
     assert second["span_id"] == "o1".ljust(16, "0") and second["uncached_input_tokens"] == 7
     stored = store.execute("SELECT left(span_id, 2), stored_call_id FROM raw_otlp_spans WHERE span_id LIKE 's%' "
                            "ORDER BY span_id").fetchall()
-    assert stored == [("s1", None)] + [(f"s{i}", first["call_id"]) for i in (2, 3, 4)]  # each span kept, in the call
+    assert stored == [("s1", None)] + [(f"s{i}", first["call_id"]) for i in range(2, 8)]  # each span kept, in the call
 
 
 def test_request_and_streaming_response_pair_is_one_call(store, load, tmp_path):
