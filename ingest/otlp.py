@@ -491,7 +491,7 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, parsed: ParsedChu
     ).fetchall()[0]
     carried = otlp_carry.carry_in(con, sdk_scope_sql())  # duplicates out, stored spans of the same calls in
     con.execute(merge_sql())
-    # label propagation until no label moves: it ends, as each round only lowers labels; a pair takes one round
+    # label propagation until no label moves: it ends, as each round only lowers labels (a pair: one round and a check)
     while con.execute(_sql("otlp_merge_step")).fetchone()[0]:
         pass
     con.execute(_sql("otlp_calls"))

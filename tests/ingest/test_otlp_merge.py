@@ -130,6 +130,29 @@ def test_a_chain_of_seven_nested_spans_of_one_call_is_one_call_named_by_the_oute
     assert stored == [("s1", None)] + [(f"s{i}", first["call_id"]) for i in range(2, 8)]  # each span kept, in the call
 
 
+def test_a_call_whose_spans_nest_a_thousand_deep_is_one_call_in_a_few_rounds(store, load, tmp_path, monkeypatch):
+    """Hostile input: a thousand call spans, each the only call child of the one above. They are one call, and the
+    rounds of label propagation grow with the logarithm of the depth, not with the depth."""
+    usage = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai",
+             "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 50}
+    depth = 1000
+    spans = [span("d1", f"{i:04x}", i * 0.001, 10_000 - i * 0.001, usage, parent=f"{i - 1:04x}" if i else None)
+             for i in range(depth)]
+    rounds = []
+    real = otlp._sql
+
+    def counting(name: str) -> str:
+        rounds.extend([name] if name == "otlp_merge_step" else [])
+        return real(name)
+
+    monkeypatch.setattr(otlp, "_sql", counting)
+    r = load(write(tmp_path, "deep.jsonl", batch("opentelemetry.instrumentation.openai_v2", *spans)))
+    assert (r.files[0].accepted, r.files[0].skipped) == (1, depth - 1)
+    (c,) = calls(store)
+    assert c["span_id"] == "0000".ljust(16, "0") and c["uncached_input_tokens"] == 1000
+    assert len(rounds) <= 2 * depth.bit_length() + 2, len(rounds)  # 22 at most, where one link a round takes 1000
+
+
 def test_request_and_streaming_response_pair_is_one_call(store, load, tmp_path):
     """Logfire: the request span ends when the stream is returned; a log span at the stream's end has usage."""
     req = span("b1", "r1", 0, 5, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
