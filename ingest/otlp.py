@@ -145,8 +145,6 @@ def merge_sql() -> str:
             .replace("{{DISAGG_NS}}", str(otlp_carry.DISAGG_NS)))  # the read-back searches the same window
 
 
-
-
 def keep_list(options: dict | None) -> list[str]:
     """The attribute allow-list for a load: the conventions' keys plus `keep_attributes` from the options."""
     extra = (options or {}).get("keep_attributes") or ()
