@@ -113,7 +113,9 @@ CHUNK_BYTES = 64 * 1024 * 1024  # lines per DuckDB pass: bounds memory whatever 
 PARSE_WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
+@functools.cache
 def _sql(name: str) -> str:
+    """ingest/sql/<name>.sql with the product's rules expanded, read once: chunks and merge rounds run it again."""
     return expand_sql_rules(resources.files("phaselens.ingest").joinpath("sql", f"{name}.sql").read_text())
 
 
