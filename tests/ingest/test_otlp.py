@@ -116,6 +116,49 @@ def test_no_prompt_or_completion_text_is_stored(store, load, tmp_path):
         assert tokens == sorted(tokens) and tokens[-1] == 1864 or tokens[-1] == 12000
 
 
+
+def _expected_prefixes(path):
+    """The prompt blocks of each call span of `path` by the documented rule, hashed independently of the SQL: system
+    instructions, then each message of gen_ai.input.messages, then one block per message index of the indexed
+    conventions (its attributes as key=value joined by U+001F); a prefix is the first 16 hex digits of the md5 of
+    its blocks' md5s, and its tokens are the input tokens shared out by characters."""
+    import hashlib
+    import json
+    import re
+
+    out = {}
+    for line in path.read_text().splitlines():
+        for r in json.loads(line)["resourceSpans"]:
+            for sc in r["scopeSpans"]:
+                for sp in sc["spans"]:
+                    attrs = [(a["key"], next(iter(a["value"].values()))) for a in sp["attributes"]]
+                    blocks = [v for k, v in attrs if k == "gen_ai.system_instructions"]
+                    messages = [v for k, v in attrs if k == "gen_ai.input.messages"]
+                    if messages:
+                        blocks += [json.dumps(m, separators=(",", ":"), ensure_ascii=False) for m in json.loads(messages[0])]
+                    indexed: dict[int, list[str]] = {}
+                    for k, v in attrs:
+                        if m := re.match(r"^(?:gen_ai\.prompt|llm\.input_messages)\.(\d+)\.", k):
+                            indexed.setdefault(int(m.group(1)), []).append(f"{k}={v}")
+                    blocks += [chr(31).join(indexed[n]) for n in sorted(indexed)]
+                    md5s = [hashlib.md5(b.encode()).hexdigest() for b in blocks]
+                    hashes = [hashlib.md5("".join(md5s[:i]).encode()).hexdigest()[:16] for i in range(1, len(md5s) + 1)]
+                    out[sp["spanId"]] = (hashes, [len(b) for b in blocks])
+    return out
+
+
+def test_prompt_prefix_hashes_follow_the_documented_blocks(store, load):
+    load(OTLP / "with_content.jsonl")
+    expected = _expected_prefixes(OTLP / "with_content.jsonl")
+    rows = store.execute("SELECT span_id, input_tokens, prefix_hashes, prefix_tokens FROM requests").fetchall()
+    assert len(rows) == 3 and {r[0] for r in rows} <= set(expected)
+    for span_id, input_tokens, hashes, tokens in rows:
+        want, sizes = expected[span_id]
+        assert len(want) >= 2 and hashes == want, span_id  # each of the three conventions
+        assert tokens == [int(input_tokens * sum(sizes[:i]) / sum(sizes) + 0.5) for i in range(1, len(sizes) + 1)]
+    # the system block is one text in all three conventions, but not one block: each convention writes it its own way
+    assert len({r[2][0] for r in rows}) == 3
+
 def test_bad_records_are_quarantined_and_good_ones_loaded(store, load):
     r = load(OTLP / "bad_records.jsonl").files[0]
     assert r.status == "loaded" and r.accepted == 2 and r.rejected == 4
