@@ -399,9 +399,32 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
         spans=_export(con, "otlp_spans", without="content_attrs"), prefix=_export(con, "otlp_prefix"),
         line_rejects=_export(con, "otlp_line_rejects"),
         batches=con.execute("SELECT count(*) FROM otlp_batches WHERE bad IS NULL").fetchall()[0][0])
+    _drop_parse_tables(con)
+    return parsed
+
+
+def _drop_parse_tables(con: duckdb.DuckDBPyConnection) -> None:
     for t in ("otlp_line_rejects", "otlp_prefix", "otlp_spans", "otlp_lost", "otlp_batches"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
-    return parsed
+
+
+def parse_fitting(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: int, display: str,
+                  keep: list[str]) -> list[ParsedChunk]:
+    """`parse_chunk`, in parts when the chunk does not fit in the parser's memory limit: a chunk that runs out of
+    memory is parsed again as two halves (each split again while it does not fit), so a low `memory_limit` or a
+    dense chunk costs passes, not the load. Only a single line too large for the limit stops the file."""
+    try:
+        return [parse_chunk(con, lines, first_line, display, keep)]
+    except duckdb.OutOfMemoryException as e:
+        _drop_parse_tables(con)  # what the failed pass made, before the halves need the memory
+        if len(lines) < 2:
+            limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+            raise UnreadableFile(
+                display, f"line {first_line} is too large to parse within the memory limit of {limit} ({e})",
+                "raise PHASELENS_MEMORY_LIMIT, e.g. PHASELENS_MEMORY_LIMIT=4GB") from e
+    half = len(lines) // 2
+    return (parse_fitting(con, lines[:half], first_line, display, keep)
+            + parse_fitting(con, lines[half:], first_line + half, display, keep))
 
 
 def _export(con: duckdb.DuckDBPyConnection, table: str, without: str = "") -> tuple[pa.Table, Columns]:
@@ -437,7 +460,7 @@ class ChunkParsers:
         for con in self._opened:
             con.close()
 
-    def _parse(self, first_line: int, lines: list[str], display: str, keep: list[str]) -> ParsedChunk:
+    def _parse(self, first_line: int, lines: list[str], display: str, keep: list[str]) -> list[ParsedChunk]:
         try:
             con = self._free.get_nowait()
         except queue.Empty:
@@ -445,21 +468,21 @@ class ChunkParsers:
             with self._lock:
                 self._opened.append(con)
         try:
-            return parse_chunk(con, lines, first_line, display, keep)
+            return parse_fitting(con, lines, first_line, display, keep)
         finally:
             self._free.put(con)
 
     def parse_all(self, chunks: Iterator[tuple[int, list[str]]], display: str,
                   keep: list[str]) -> Iterator[ParsedChunk]:
         assert self._pool is not None, "use ChunkParsers as a context manager"
-        pending: deque[Future[ParsedChunk]] = deque()
+        pending: deque[Future[list[ParsedChunk]]] = deque()
         for first_line, lines in chunks:
             pending.append(self._pool.submit(self._parse, first_line, lines, display, keep))
             del lines  # the parser holds the chunk now: not this frame while the consumer stages
             if len(pending) > self.workers:
-                yield pending.popleft().result()
+                yield from pending.popleft().result()
         while pending:
-            yield pending.popleft().result()
+            yield from pending.popleft().result()
 
 
 def _temp_directory(con: duckdb.DuckDBPyConnection) -> str | None:

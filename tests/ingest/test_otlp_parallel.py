@@ -74,6 +74,40 @@ def test_chunks_parsed_in_threads_store_what_one_chunk_parsed_in_turn_stores(mix
         assert got[part] == want[part], part
 
 
+
+def test_a_chunk_that_runs_out_of_memory_is_parsed_in_parts_and_stores_the_same(mixed_file, tmp_path, monkeypatch):
+    want = connect(tmp_path / "roomy.duckdb")
+    ingest(want, [mixed_file])
+    passes: list[int] = []
+    real = otlp.parse_chunk
+
+    def parse_chunk(con, lines, first_line, display, keep):
+        passes.append(len(lines))
+        return real(con, lines, first_line, display, keep)
+
+    monkeypatch.setattr(otlp, "parse_chunk", parse_chunk)
+    tight = connect(tmp_path / "tight.duckdb")  # the store keeps its own limit: set when it was opened
+    # the file's 4 MB as one chunk does not fit a parser's 32 MB; its halves, or theirs, do (each line alone does)
+    monkeypatch.setenv("PHASELENS_MEMORY_LIMIT", "32MB")
+    result = ingest(tight, [mixed_file])
+    assert [f.status for f in result.files] == ["loaded"], [f.message for f in result.files]
+    lines = len(mixed_file.read_text().splitlines())
+    assert passes[0] == lines and len(passes) > 3 and max(passes[1:]) < lines, passes  # it ran out, then in parts
+    got, expected = _store_rows(tight), _store_rows(want)
+    assert len(expected["calls"]) > 20
+    for part in expected:
+        assert got[part] == expected[part], part
+
+
+def test_a_line_too_large_for_the_memory_limit_fails_its_file_and_names_the_setting(mixed_file, tmp_path, monkeypatch):
+    store = connect(tmp_path / "s.duckdb")
+    monkeypatch.setenv("PHASELENS_MEMORY_LIMIT", "16MB")  # the parsers' limit: no line of the file fits it alone
+    result = ingest(store, [mixed_file])
+    (f,) = result.files
+    assert f.status == "failed" and "too large to parse within the memory limit" in f.message, f.message
+    assert "PHASELENS_MEMORY_LIMIT" in f.message
+    assert store.execute("SELECT count(*) FROM raw_calls").fetchone()[0] == 0
+
 def test_a_chunk_with_a_line_that_is_not_json_keeps_its_other_lines(mixed_file):
     lines = mixed_file.read_text().splitlines(keepends=True)
     con = otlp.parser_connection()
