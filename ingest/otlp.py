@@ -558,8 +558,8 @@ def _stage_chunk(con: duckdb.DuckDBPyConnection, display: str, parsed: ParsedChu
     # chunk's new call spans made `net` more calls (a stored call they joined is replaced, not added to)
     net = settled["calls"] - settled["replaced"] - settled["unstaged"]
     skipped += max(0, carried["new_call_spans"] - net)
-    for t in ("otlp_line_rejects", "otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_ok", "otlp_prefix",
-              "otlp_spans"):
+    con.execute("DROP VIEW IF EXISTS otlp_ok")
+    for t in ("otlp_line_rejects", "otlp_calls", "otlp_stages", "otlp_labels", "otlp_edges", "otlp_prefix", "otlp_spans"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     counts = StageCounts(accepted=max(0, net), rejected=rejected + parsed.line_rejects[0].num_rows, skipped=skipped,
                          duplicates=carried["duplicates"], replaced=settled["replaced"])

@@ -27,7 +27,9 @@ g AS (
          l.label.t = s.trace_id AND l.label.i = s.span_id AS is_root
   FROM staged s JOIN otlp_labels l USING (trace_id, span_id)
 ),
-sized AS (  -- spans per call, counted on the narrow keys (a window over the wide rows costs more)
+-- spans per call, counted on the narrow keys (a window over the wide rows costs more). Both branches of `pick`
+-- read it: NOT MATERIALIZED computes it in each, where DuckDB would copy every row (and its struct) into a buffer
+sized AS NOT MATERIALIZED (
   SELECT g.*, n.n_spans, g AS r
   FROM g JOIN (SELECT label, count(*) AS n_spans FROM g GROUP BY label) n USING (label)
 ),

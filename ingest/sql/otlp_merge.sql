@@ -15,7 +15,9 @@
 --   5. disaggregated serving: an engine span on a prefill worker (vLLM `llm_request` with one output token,
 --      SGLang "prefill Req ...") and one of the same model on a decode worker with the same request id
 --      (`gen_ai.request.id`) or bootstrap room, in any trace: each decode span takes the nearest such prefill span.
-CREATE OR REPLACE TEMP TABLE otlp_ok AS
+-- a view: the merge and otlp_calls read the call spans where they lie (nothing changes otlp_spans after this),
+-- rather than from a copy of their wide rows
+CREATE OR REPLACE TEMP VIEW otlp_ok AS
 SELECT *, {{SDK_SCOPE}} AS _sdk FROM otlp_spans WHERE _kind = 'call' AND _reason IS NULL;
 
 CREATE OR REPLACE TEMP TABLE otlp_edges AS
