@@ -421,7 +421,7 @@ def parse_fitting(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: 
             limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
             why = str(e).splitlines()[0]  # DuckDB's own advice after it names SQL settings, not phaselens's
             raise UnreadableFile(
-                display, f"line {first_line} is too large to parse within the memory limit of {limit} ({why})",
+                display, f"line {first_line} cannot be parsed within the memory limit of {limit} ({why})",
                 "raise PHASELENS_MEMORY_LIMIT, e.g. PHASELENS_MEMORY_LIMIT=4GB") from e
     half = len(lines) // 2
     return (parse_fitting(con, lines[:half], first_line, display, keep)

@@ -104,7 +104,7 @@ def test_a_line_too_large_for_the_memory_limit_fails_its_file_and_names_the_sett
     monkeypatch.setenv("PHASELENS_MEMORY_LIMIT", "16MB")  # the parsers' limit: no line of the file fits it alone
     result = ingest(store, [mixed_file])
     (f,) = result.files
-    assert f.status == "failed" and "too large to parse within the memory limit" in f.message, f.message
+    assert f.status == "failed" and "cannot be parsed within the memory limit" in f.message, f.message
     assert "PHASELENS_MEMORY_LIMIT" in f.message and "SET memory_limit" not in f.message
     assert store.execute("SELECT count(*) FROM raw_calls").fetchone()[0] == 0
 
