@@ -9,11 +9,12 @@ WITH content AS (  -- each prompt attribute once: key, value, and the message in
   SELECT
     call_id,
     coalesce(uncached_input_tokens, 0) + coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0) AS input_tokens,
-    list_transform(
-      list_filter(content_attrs, lambda a: a.key IN ('gen_ai.system_instructions', 'gen_ai.input.messages')
-                                  OR regexp_matches(a.key, '^(gen_ai\.prompt|llm\.input_messages)\.\d+\.')),
-      lambda a: {k: a.key, v: otlp_value(a.value), s: a.value.stringValue,
-                 i: TRY_CAST(regexp_extract(a.key, '^(?:gen_ai\.prompt|llm\.input_messages)\.(\d+)\.', 1) AS INTEGER)}) AS kv
+    list_filter(
+      list_transform(content_attrs, lambda a: {
+        k: a.key, v: otlp_value(a.value), s: a.value.stringValue,
+        -- the message index of an indexed key; NULL for any other key ('' does not cast)
+        i: TRY_CAST(regexp_extract(a.key, '^(?:gen_ai\.prompt|llm\.input_messages)\.(\d+)\.', 1) AS INTEGER)}),
+      lambda a: a.k IN ('gen_ai.system_instructions', 'gen_ai.input.messages') OR a.i IS NOT NULL) AS kv
   FROM otlp_spans
   WHERE _kind = 'call' AND _reason IS NULL AND len(content_attrs) > 0
 ),
