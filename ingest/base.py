@@ -168,10 +168,20 @@ class SourceFile:
     display: str = ""
     options: dict = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    # set by the load when it hashes the file while the adapter starts reading: raises when the content turns out
+    # to be loaded already (see `before_first_write`)
+    content_check: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         if not self.display:
             self.display = str(self.path)
+
+    def before_first_write(self) -> None:
+        """An adapter that reads ahead of writing (`SqlAdapter.reads_before_hash`) calls this before it writes
+        anything into the store: it waits for the file's hash and stops the load when that content was loaded
+        before. The load checks again before it commits, so an adapter that never calls it stays correct."""
+        if self.content_check is not None:
+            self.content_check()
 
     def incomplete(self, why: str) -> None:
         """Note a reason the file was not read in full (each reason once; an empty one is no reason)."""
@@ -411,7 +421,9 @@ class RecordAdapter(Adapter, Protocol):
 @runtime_checkable
 class SqlAdapter(Adapter, Protocol):
     """May also set `stage_threads` (int): the DuckDB threads the load's connection keeps while it stages, when
-    the adapter works on other cores of its own (the loader sets the connection's `threads` back afterwards)."""
+    the adapter works on other cores of its own (the loader sets the connection's `threads` back afterwards); and
+    `reads_before_hash` (True): the loader then hashes the file while `stage` starts reading, and the adapter calls
+    `src.before_first_write()` before it writes into the store (a large file's parsing need not wait for its hash)."""
 
     def stage(self, con, src: SourceFile, load_id: str) -> StageCounts:
         """Insert into the temp tables `stage_calls` / `stage_billing` / `stage_rejects`."""

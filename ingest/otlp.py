@@ -23,7 +23,7 @@ import queue
 import threading
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -178,6 +178,8 @@ class OtlpJsonAdapter:
     # the load's connection stages on the cores the parsers leave: with DuckDB's default (every core) its statements
     # and the parsers contend for the same cores, which cost about 7% more CPU time and 6% more time on 2 cores
     stage_threads: ClassVar[int] = max(1, (os.cpu_count() or 1) - PARSE_WORKERS)
+    # the first chunks parse while the load hashes the file: a re-offered file is stopped before its first write
+    reads_before_hash: ClassVar[bool] = True
 
     def sniff(self, src: SourceFile) -> bool:
         return _looks_like_otlp(src)
@@ -193,7 +195,7 @@ class OtlpJsonAdapter:
             chunks = iter([(1, [text])])
         keep = keep_list(src.options)
         with ChunkParsers(_temp_directory(con)) as parsers:
-            for parsed in parsers.parse_all(chunks, src.display, keep):
+            for parsed in parsers.parse_all(chunks, src.display, keep, first=src.before_first_write):
                 counts, good = _stage_chunk(con, src.display, parsed, load_id)
                 batches += good
                 total = total + counts
@@ -449,14 +451,20 @@ class ChunkParsers:
         self._free: queue.SimpleQueue[duckdb.DuckDBPyConnection] = queue.SimpleQueue()
         self._opened: list[duckdb.DuckDBPyConnection] = []
         self._lock = threading.Lock()
+        self._stopping = False
         self._pool: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> ChunkParsers:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="phaselens-otlp-parse")
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         assert self._pool is not None
+        if exc_type is not None:  # the load stops (an error, or content loaded before): so do the parses under way
+            with self._lock:
+                self._stopping = True
+                for con in self._opened:
+                    con.interrupt()
         self._pool.shutdown(wait=True, cancel_futures=True)
         for con in self._opened:
             con.close()
@@ -468,22 +476,37 @@ class ChunkParsers:
             con = parser_connection(self._temp_directory)
             with self._lock:
                 self._opened.append(con)
+        with self._lock:
+            if self._stopping:  # no result is waited for any more
+                self._free.put(con)
+                return []
         try:
             return parse_fitting(con, lines, first_line, display, keep)
         finally:
             self._free.put(con)
 
-    def parse_all(self, chunks: Iterator[tuple[int, list[str]]], display: str,
-                  keep: list[str]) -> Iterator[ParsedChunk]:
+    def parse_all(self, chunks: Iterator[tuple[int, list[str]]], display: str, keep: list[str],
+                  first: Callable[[], None] | None = None) -> Iterator[ParsedChunk]:
+        """The chunks parsed, in file order. `first` is called once the first chunks are handed to the parsers,
+        before the first result is waited for (the load's content check: a known file stops there, while its
+        first chunks are still parsing)."""
         assert self._pool is not None, "use ChunkParsers as a context manager"
         pending: deque[Future[list[ParsedChunk]]] = deque()
+
+        def next_result() -> list[ParsedChunk]:
+            nonlocal first
+            if first is not None:
+                first, check = None, first
+                check()
+            return pending.popleft().result()
+
         for first_line, lines in chunks:
             pending.append(self._pool.submit(self._parse, first_line, lines, display, keep))
             del lines  # the parser holds the chunk now: not this frame while the consumer stages
             if len(pending) > self.workers:
-                yield from pending.popleft().result()
+                yield from next_result()
         while pending:
-            yield from pending.popleft().result()
+            yield from next_result()
 
 
 def _temp_directory(con: duckdb.DuckDBPyConnection) -> str | None:

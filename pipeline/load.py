@@ -15,6 +15,7 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +31,9 @@ from . import telemetry
 from .errors import PhaselensError
 
 BATCH_ROWS = 20_000
+# a file at least this large is hashed while an adapter that can (`reads_before_hash`) starts reading it; a smaller
+# one is hashed first (in milliseconds), so a re-offered small file costs its hash, not the start of a parse
+HASH_BESIDE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,34 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _hash_in_thread(path: Path) -> Future[str]:
+    """`file_sha256(path)` computed in a thread of its own (hashlib releases the interpreter while it hashes), so
+    detecting the format, and reading for an adapter that reads before the hash is needed, go on meanwhile."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="phaselens-hash")
+    try:
+        return pool.submit(file_sha256, path)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _loaded_before(con: duckdb.DuckDBPyConnection, sha: str) -> bool:
+    return con.execute(
+        "SELECT 1 FROM raw_loads WHERE content_sha256 = ? AND status IN ('loaded', 'partial', 'empty') LIMIT 1", [sha]
+    ).fetchone() is not None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # the hash says why it cannot be read
+
+
+class _KnownContent(Exception):
+    """Raised by the content check of a file whose hash turned out to be loaded already (or unreadable): the load
+    rolls back what the adapter read and records why."""
 
 
 def _now() -> datetime:
@@ -263,25 +295,44 @@ def _load_file(
         _ledger(con, r, run_id, sha, started)
         return r
 
-    try:
-        sha = file_sha256(path)
-    except OSError as e:
-        return done(status="failed", message=f"cannot read: {e.strerror or e}")
-    if not force:
-        seen = con.execute(
-            "SELECT 1 FROM raw_loads WHERE content_sha256 = ? AND status IN ('loaded', 'partial', 'empty') LIMIT 1", [sha]
-        ).fetchone()
-        if seen:
+    hashing = _hash_in_thread(path)
+
+    def known() -> FileResult | None:
+        """Once the hash is in: the ledger row of a file whose content was loaded before or that cannot be read
+        (outside any transaction); None when the load goes on."""
+        nonlocal sha
+        try:
+            sha = hashing.result()
+        except OSError as e:
+            return done(status="failed", message=f"cannot read: {e.strerror or e}")
+        if not force and _loaded_before(con, sha):
             return done(status="unchanged", message="same content already loaded; nothing to do")
+        return None
+
+    def content_check() -> None:  # inside the file's transaction, so it only says whether to stop; `known` says why
+        nonlocal sha
+        try:
+            sha = hashing.result()
+        except OSError as e:
+            raise _KnownContent() from e
+        if not force and _loaded_before(con, sha):
+            raise _KnownContent()
+
     src = SourceFile(path, display=display, options=options or {})
     try:
         if src.is_empty:
-            return done(status="empty", message="the file is empty; nothing to load")
+            return known() or done(status="empty", message="the file is empty; nothing to load")
         adapter = detect(src)
     except UnreadableFile as e:
-        return done(status="failed", message=_failure(display, e))
+        return known() or done(status="failed", message=_failure(display, e))
     except Exception as e:  # noqa: BLE001 - whatever stops one file's detection must not stop the run
-        return done(status="failed", message=f"{display}: cannot tell its format ({type(e).__name__}: {str(e)[:200]})")
+        return known() or done(status="failed", message=f"{display}: cannot tell its format ({type(e).__name__}: {str(e)[:200]})")
+    late = (isinstance(adapter, SqlAdapter) and getattr(adapter, "reads_before_hash", False)
+            and _size(path) >= HASH_BESIDE_BYTES)
+    if not late and (r := known()):
+        return r
+    if late:
+        src.content_check = content_check
 
     _begin(con)
     threads = _fewer_threads(con, getattr(adapter, "stage_threads", None))
@@ -293,6 +344,7 @@ def _load_file(
             counts = stage_records(con, adapter.parse(src))
         else:  # pragma: no cover - registry guarantees one of the two
             raise TypeError(f"adapter {adapter.name} has neither stage() nor parse()")
+        src.before_first_write()  # nothing is committed before the content is known to be new
         _restore_threads(con, threads)  # the writes of the commit use every core again
         threads = None
         inserted, dups = _commit_stage(con, load_id, adapter.kind)
@@ -306,12 +358,18 @@ def _load_file(
         )
         con.execute("COMMIT")
         return r
+    except _KnownContent:
+        _rollback(con)
+        r = known()
+        assert r is not None, "the content check stops a load only for a known or unreadable file"
+        return r
     except UnreadableFile as e:
         _rollback(con)
-        return done(status="failed", adapter=adapter.name, kind=adapter.kind, message=_failure(display, e))
+        return (late and known()) or done(status="failed", adapter=adapter.name, kind=adapter.kind,
+                                          message=_failure(display, e))
     except Exception as e:
         _rollback(con)
-        return done(status="failed", adapter=adapter.name, kind=adapter.kind,
+        return (late and known()) or done(status="failed", adapter=adapter.name, kind=adapter.kind,
                     message=f"{display}: unexpected error while reading ({type(e).__name__}: {str(e)[:300]})")
     finally:  # after a failure: the transaction has ended, so the setting can be changed back
         _restore_threads(con, threads)

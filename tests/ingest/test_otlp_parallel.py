@@ -75,6 +75,45 @@ def test_chunks_parsed_in_threads_store_what_one_chunk_parsed_in_turn_stores(mix
 
 
 
+def test_a_large_file_parses_while_it_is_hashed_and_a_known_one_stops_before_its_first_write(
+        mixed_file, tmp_path, monkeypatch):
+    """Past HASH_BESIDE_BYTES the first chunks parse while the file is hashed; the content check comes before the
+    first write, so a file loaded before is stopped there (its parses cut short) and stores nothing."""
+    import hashlib
+
+    from phaselens.pipeline import load
+
+    monkeypatch.setattr(load, "HASH_BESIDE_BYTES", 0)  # this 4 MB file takes the large files' path
+    monkeypatch.setattr(otlp, "CHUNK_BYTES", mixed_file.stat().st_size // 10)
+    parsed: list[int] = []
+    real = otlp.parse_chunk
+
+    def parse_chunk(con, lines, first_line, display, keep):
+        parsed.append(first_line)
+        return real(con, lines, first_line, display, keep)
+
+    monkeypatch.setattr(otlp, "parse_chunk", parse_chunk)
+    store = connect(tmp_path / "s.duckdb")
+    (first,) = ingest(store, [mixed_file]).files
+    assert first.status == "loaded" and first.accepted > 20
+    sha = store.execute("SELECT content_sha256 FROM raw_loads").fetchone()[0]
+    assert sha == hashlib.sha256(mixed_file.read_bytes()).hexdigest()
+    chunks, stored = len(parsed), _store_rows(store)
+    assert chunks >= 10
+
+    parsed.clear()
+    (again,) = ingest(store, [mixed_file]).files
+    assert (again.status, again.accepted, again.message) == ("unchanged", 0, "same content already loaded; nothing to do")
+    assert len(parsed) <= otlp.PARSE_WORKERS + 1 < chunks  # what was handed out before the check, no more
+    after = _store_rows(store)
+    assert {k: v for k, v in after.items() if k != "ledger"} == {k: v for k, v in stored.items() if k != "ledger"}
+    assert store.execute("SELECT status, content_sha256 FROM raw_loads ORDER BY started_at").fetchall() == [
+        ("loaded", sha), ("unchanged", sha)]
+
+    (forced,) = ingest(store, [mixed_file], force=True).files  # read again: every call a duplicate
+    assert forced.status == "loaded" and forced.accepted == 0 and forced.duplicates >= first.accepted
+
+
 def test_a_chunk_that_runs_out_of_memory_is_parsed_in_parts_and_stores_the_same(mixed_file, tmp_path, monkeypatch):
     want = connect(tmp_path / "roomy.duckdb")
     ingest(want, [mixed_file])
