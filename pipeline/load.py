@@ -31,8 +31,9 @@ from . import telemetry
 from .errors import PhaselensError
 
 BATCH_ROWS = 20_000
-# a file at least this large is hashed while an adapter that can (`reads_before_hash`) starts reading it; a smaller
-# one is hashed first (in milliseconds), so a re-offered small file costs its hash, not the start of a parse
+# a file at least this large, at a path not loaded before, is hashed while an adapter that can (`reads_before_hash`)
+# starts reading it; a smaller one is hashed first (in milliseconds), so a re-offered small file costs its hash, not
+# the start of a parse
 HASH_BESIDE_BYTES = 16 << 20
 
 
@@ -136,9 +137,11 @@ def _hash_in_thread(path: Path) -> Future[str]:
         pool.shutdown(wait=False)
 
 
-def _loaded_before(con: duckdb.DuckDBPyConnection, sha: str) -> bool:
+def _loaded_before(con: duckdb.DuckDBPyConnection, *, sha: str | None = None, file: str | None = None) -> bool:
+    """Whether the ledger holds a load of this content (`sha`), or of this path as given (`file`)."""
+    column, value = ("content_sha256", sha) if sha is not None else ("file", file)
     return con.execute(
-        "SELECT 1 FROM raw_loads WHERE content_sha256 = ? AND status IN ('loaded', 'partial', 'empty') LIMIT 1", [sha]
+        f"SELECT 1 FROM raw_loads WHERE {column} = ? AND status IN ('loaded', 'partial', 'empty') LIMIT 1", [value]
     ).fetchone() is not None
 
 
@@ -305,7 +308,7 @@ def _load_file(
             sha = hashing.result()
         except OSError as e:
             return done(status="failed", message=f"cannot read: {e.strerror or e}")
-        if not force and _loaded_before(con, sha):
+        if not force and _loaded_before(con, sha=sha):
             return done(status="unchanged", message="same content already loaded; nothing to do")
         return None
 
@@ -315,7 +318,7 @@ def _load_file(
             sha = hashing.result()
         except OSError as e:
             raise _KnownContent() from e
-        if not force and _loaded_before(con, sha):
+        if not force and _loaded_before(con, sha=sha):
             raise _KnownContent()
 
     src = SourceFile(path, display=display, options=options or {})
@@ -327,8 +330,9 @@ def _load_file(
         return known() or done(status="failed", message=_failure(display, e))
     except Exception as e:  # noqa: BLE001 - whatever stops one file's detection must not stop the run
         return known() or done(status="failed", message=f"{display}: cannot tell its format ({type(e).__name__}: {str(e)[:200]})")
+    # a path loaded before is most likely offered again unchanged: hashed first, it costs its hash and no more
     late = (isinstance(adapter, SqlAdapter) and getattr(adapter, "reads_before_hash", False)
-            and _size(path) >= HASH_BESIDE_BYTES)
+            and _size(path) >= HASH_BESIDE_BYTES and not _loaded_before(con, file=display))
     if not late and (r := known()):
         return r
     if late:

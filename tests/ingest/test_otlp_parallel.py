@@ -85,30 +85,37 @@ def test_a_large_file_parses_while_it_is_hashed_and_a_known_one_stops_before_its
 
     monkeypatch.setattr(load, "HASH_BESIDE_BYTES", 0)  # this 4 MB file takes the large files' path
     monkeypatch.setattr(otlp, "CHUNK_BYTES", mixed_file.stat().st_size // 10)
-    parsed: list[int] = []
-    real = otlp.parse_chunk
+    read: list[int] = []  # chunks read and handed to the parsers
+    real = otlp._line_chunks
 
-    def parse_chunk(con, lines, first_line, display, keep):
-        parsed.append(first_line)
-        return real(con, lines, first_line, display, keep)
+    def line_chunks(src):
+        for first_line, lines in real(src):
+            read.append(first_line)
+            yield first_line, lines
 
-    monkeypatch.setattr(otlp, "parse_chunk", parse_chunk)
+    monkeypatch.setattr(otlp, "_line_chunks", line_chunks)
     store = connect(tmp_path / "s.duckdb")
     (first,) = ingest(store, [mixed_file]).files
     assert first.status == "loaded" and first.accepted > 20
     sha = store.execute("SELECT content_sha256 FROM raw_loads").fetchone()[0]
     assert sha == hashlib.sha256(mixed_file.read_bytes()).hexdigest()
-    chunks, stored = len(parsed), _store_rows(store)
+    chunks, stored = len(read), _store_rows(store)
     assert chunks >= 10
 
-    parsed.clear()
-    (again,) = ingest(store, [mixed_file]).files
+    read.clear()  # the same bytes under another name: parsing starts, and stops at the check
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_bytes(mixed_file.read_bytes())
+    (again,) = ingest(store, [renamed]).files
     assert (again.status, again.accepted, again.message) == ("unchanged", 0, "same content already loaded; nothing to do")
-    assert len(parsed) <= otlp.PARSE_WORKERS + 1 < chunks  # what was handed out before the check, no more
+    assert 0 < len(read) <= otlp.PARSE_WORKERS + 1 < chunks  # what was handed out before the check, no more
     after = _store_rows(store)
     assert {k: v for k, v in after.items() if k != "ledger"} == {k: v for k, v in stored.items() if k != "ledger"}
     assert store.execute("SELECT status, content_sha256 FROM raw_loads ORDER BY started_at").fetchall() == [
         ("loaded", sha), ("unchanged", sha)]
+
+    read.clear()  # a path loaded before is hashed first: offered again unchanged, nothing of it is read
+    (same_path,) = ingest(store, [mixed_file]).files
+    assert same_path.status == "unchanged" and read == []
 
     (forced,) = ingest(store, [mixed_file], force=True).files  # read again: every call a duplicate
     assert forced.status == "loaded" and forced.accepted == 0 and forced.duplicates >= first.accepted
