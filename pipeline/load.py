@@ -300,25 +300,27 @@ def _load_file(
 
     hashing = _hash_in_thread(path)
 
+    def loaded_before() -> bool:  # waits for the hash; OSError when the file cannot be read
+        nonlocal sha
+        sha = hashing.result()
+        return not force and _loaded_before(con, sha=sha)
+
     def known() -> FileResult | None:
         """Once the hash is in: the ledger row of a file whose content was loaded before or that cannot be read
         (outside any transaction); None when the load goes on."""
-        nonlocal sha
         try:
-            sha = hashing.result()
+            if not loaded_before():
+                return None
         except OSError as e:
             return done(status="failed", message=f"cannot read: {e.strerror or e}")
-        if not force and _loaded_before(con, sha=sha):
-            return done(status="unchanged", message="same content already loaded; nothing to do")
-        return None
+        return done(status="unchanged", message="same content already loaded; nothing to do")
 
     def content_check() -> None:  # inside the file's transaction, so it only says whether to stop; `known` says why
-        nonlocal sha
         try:
-            sha = hashing.result()
+            stop = loaded_before()
         except OSError as e:
             raise _KnownContent() from e
-        if not force and _loaded_before(con, sha=sha):
+        if stop:
             raise _KnownContent()
 
     src = SourceFile(path, display=display, options=options or {})
