@@ -16,6 +16,7 @@ hashes of the leading message blocks are kept (`prefix_hashes`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import ClassVar
 
 import duckdb
@@ -111,6 +113,10 @@ CHUNK_BYTES = 64 * 1024 * 1024  # lines per DuckDB pass: bounds memory whatever 
 # Parsing a chunk costs about twice what staging it does, so two parsers keep pace with the load's connection; more
 # would only hold more chunks in memory.
 PARSE_WORKERS = max(1, min(2, os.cpu_count() or 1))
+# A file of at most this many bytes is parsed whole, ahead of its load, while the load stages the file before it
+# (`ParseAhead`): each file costs about half a second of fixed work (the parse's planning, the staging's
+# statements), which a run of many small files would otherwise pay one file after the other.
+AHEAD_BYTES = 16 << 20
 
 
 @functools.cache
@@ -188,14 +194,23 @@ class OtlpJsonAdapter:
         progress = src.options.get("progress")
         total, batches = StageCounts(), 0
         cut = None
-        if _is_json_lines(src):
-            chunks = _line_chunks(src)
-        else:
-            text, cut = _whole_document(src)
-            chunks = iter([(1, [text])])
         keep = keep_list(src.options)
-        with ChunkParsers(_temp_directory(con)) as parsers:
-            for parsed in parsers.parse_all(chunks, src.display, keep, first=src.before_first_write):
+        with contextlib.ExitStack() as stack:
+            if (early := _parsed_ahead(src)) is not None:  # the run parsed this file while it staged the one before
+                for why in early.problems:
+                    src.incomplete(why)
+                cut = early.cut
+                src.before_first_write()
+                parsed_chunks: Iterator[ParsedChunk] = iter(early.parsed)
+            else:
+                if _is_json_lines(src):
+                    chunks = _line_chunks(src)
+                else:
+                    text, cut = _whole_document(src)
+                    chunks = iter([(1, [text])])
+                parsers = stack.enter_context(ChunkParsers(_temp_directory(con)))
+                parsed_chunks = parsers.parse_all(chunks, src.display, keep, first=src.before_first_write)
+            for parsed in parsed_chunks:
                 counts, good = _stage_chunk(con, src.display, parsed, load_id)
                 batches += good
                 total = total + counts
@@ -512,6 +527,110 @@ class ChunkParsers:
 def _temp_directory(con: duckdb.DuckDBPyConnection) -> str | None:
     """Where the load's connection spills: the parsers spill there too (not into the working directory)."""
     return con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0] or None
+
+
+def _file_state(path) -> tuple[int, int, int, int] | None:
+    """(device, inode, size, modification time in ns) of a file, or None when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+@dataclass
+class ParsedAhead:
+    """A whole file parsed by `ParseAhead`: what `OtlpJsonAdapter.stage` would have parsed itself."""
+
+    parsed: list[ParsedChunk]
+    cut: _Cut | None  # where a single document breaks (rejected by the stage)
+    problems: list[str]  # why the file was not read in full (`SourceFile.incomplete`)
+    state: tuple[int, int, int, int]  # `_file_state` while it was read: the load uses the parse only if it still holds
+
+
+def _parsed_ahead(src: SourceFile) -> ParsedAhead | None:
+    """The parse the run made of `src` ahead of its load, when there is one and the file has not changed since."""
+    if src.read_ahead is None:
+        return None
+    early = src.read_ahead.result()
+    if not isinstance(early, ParsedAhead) or early.state != _file_state(src.path):
+        return None
+    return early
+
+
+class ParseAhead:
+    """The next small OTLP JSON file of a run (at most AHEAD_BYTES) parsed whole, in a thread and on a parser
+    connection kept for the run, while the load's connection stages the file before it. Parsing reads nothing
+    stored, so the order of the loads and what they store are those of a run without it.
+
+    The parse is only a head start: anything unexpected (not OTLP, more than one chunk, an error, the file changed
+    while or after it was read) leaves it unused, and the load reads the file itself, with its own errors."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self._temp_directory = _temp_directory(con)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="phaselens-otlp-ahead")
+        self._lock = threading.Lock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._closed = False
+        self._offered: dict[Path, Future[ParsedAhead | None]] = {}
+
+    def __enter__(self) -> ParseAhead:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop a parse under way (the run ends, or stops) and close the parser connection."""
+        with self._lock:
+            self._closed = True
+            if self._con is not None:
+                self._con.interrupt()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._con is not None:
+            self._con.close()
+
+    def offer(self, path: Path, options: dict, display: str | None = None) -> None:
+        """Start parsing `path` after the files offered before it, when it is small enough; `take` hands the
+        result to its load."""
+        state = _file_state(path)
+        if state is not None and state[2] <= AHEAD_BYTES:
+            self._offered[path] = self._pool.submit(self._read, path, options, display or str(path))
+
+    def take(self, path: Path) -> Future[ParsedAhead | None] | None:
+        """The parse offered for `path`, for its load (`SourceFile.read_ahead`), or None."""
+        return self._offered.pop(path, None)
+
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            if self._con is None:
+                self._con = parser_connection(self._temp_directory)
+            return self._con
+
+    def _read(self, path: Path, options: dict, display: str) -> ParsedAhead | None:
+        if self._closed:
+            return None
+        state = _file_state(path)
+        src = SourceFile(path, display=display, options=options)
+        try:
+            if state is None or src.is_empty or not _looks_like_otlp(src):
+                return None
+            cut = None
+            if _is_json_lines(src):
+                chunks = _line_chunks(src)
+                first = next(chunks, None)
+                if first is None or next(chunks, None) is not None:  # more than one chunk: the load's parsers share it
+                    return None
+                first_line, lines = first
+            else:
+                text, cut = _whole_document(src)
+                first_line, lines = 1, [text]
+            parsed = parse_fitting(self._connection(), lines, first_line, display, keep_list(options))
+        except Exception:  # noqa: BLE001 - the load reads the file itself and reports what is wrong with it
+            return None
+        if _file_state(path) != state:  # written to while it was read
+            return None
+        return ParsedAhead(parsed, cut, list(src.problems), state)
 
 
 def _import(con: duckdb.DuckDBPyConnection, name: str, part: tuple[pa.Table, Columns]) -> None:

@@ -24,6 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from phaselens.ingest.base import RecordAdapter, SourceFile, SqlAdapter, StageCounts, UnreadableFile
+from phaselens.ingest.otlp import ParseAhead
 from phaselens.ingest.registry import detect
 from phaselens.models import BillingLine, LlmCall, Reject, Skip
 
@@ -273,11 +274,13 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def load_file(
-    con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False
+    con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False,
+    read_ahead: Future | None = None,
 ) -> FileResult:
-    """Load one file in one transaction and record it in the ledger."""
+    """Load one file in one transaction and record it in the ledger. `read_ahead` is what the run parsed of the
+    file ahead of its load (`ingest`), which its adapter may use."""
     with telemetry.operation("ingest.file", file=str(path)) as span:
-        r = _load_file(con, path, run_id, options=options, force=force)
+        r = _load_file(con, path, run_id, options=options, force=force, read_ahead=read_ahead)
         if span is not None:
             span.set_attributes({"adapter": r.adapter or "", "status": r.status})
         for outcome in ("accepted", "duplicates", "rejected", "skipped"):
@@ -286,7 +289,8 @@ def load_file(
 
 
 def _load_file(
-    con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False
+    con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False,
+    read_ahead: Future | None = None,
 ) -> FileResult:
     started = _now()
     load_id = uuid.uuid4().hex[:16]
@@ -323,7 +327,7 @@ def _load_file(
         if stop:
             raise _KnownContent()
 
-    src = SourceFile(path, display=display, options=options or {})
+    src = SourceFile(path, display=display, options=options or {}, read_ahead=read_ahead)
     try:
         if src.is_empty:
             return known() or done(status="empty", message="the file is empty; nothing to load")
@@ -411,9 +415,17 @@ def ingest(
     not_data: list[Path] = []
     files = expand_paths(paths, not_data)
     result = IngestResult(run_id=uuid.uuid4().hex[:16], not_data=not_data)
-    for i, f in enumerate(files, 1):
-        r = load_file(con, f, result.run_id, options=options, force=force)
-        result.files.append(r)
-        if on_file:
-            on_file(r, i, len(files))
+    # each file's fixed costs would add up over many small files: the next one parses while this one stages
+    with ParseAhead(con) as ahead:
+        for i, f in enumerate(files, 1):
+            # not a path loaded before: most likely offered again unchanged, so its hash alone decides
+            if i < len(files) and (force or not _loaded_before(con, file=str(files[i]))):
+                ahead.offer(files[i], options or {})
+            early = ahead.take(f)
+            r = load_file(con, f, result.run_id, options=options, force=force, read_ahead=early)
+            if early is not None:
+                early.cancel()  # not started: the file needed no parse (unchanged, or another format)
+            result.files.append(r)
+            if on_file:
+                on_file(r, i, len(files))
     return result

@@ -256,3 +256,155 @@ def test_the_load_stages_on_the_cores_the_parsers_leave_and_gets_them_back(mixed
     assert seen and set(seen) == {1}, seen  # every chunk of both files staged with one thread
     # back to the connection's own setting after the loaded file and after the failed one (its transaction aborted)
     assert store.execute("SELECT current_setting('threads')").fetchone()[0] == 3
+
+
+def _split(mixed_file: Path, where: Path) -> list[Path]:
+    """The mixed file's lines as a run of small files, one of them gzip and one a single OTLP JSON document, with
+    a gateway's log and an empty file among them (not OTLP: nothing of theirs is parsed ahead)."""
+    lines = mixed_file.read_text().splitlines(keepends=True)
+    step = len(lines) // 6 + 1
+    parts = [lines[i:i + step] for i in range(0, len(lines), step)]
+    where.mkdir()
+    files = []
+    for n, part in enumerate(parts):
+        p = where / f"part{n}.jsonl"
+        if n == 1:
+            p = p.with_suffix(".jsonl.gz")
+            p.write_bytes(gzip.compress("".join(part).encode()))
+        elif n == len(parts) - 1:
+            p = p.with_suffix(".json")
+            p.write_text(json.dumps({"resourceSpans": [rs for line in part for rs in _batch(line)]}))
+        else:
+            p.write_text("".join(part))
+        files.append(p)
+    gateway = where / "litellm.spendlogs.jsonl"
+    gateway.write_bytes((ROOT / "tests" / "fixtures" / "gateways" / "litellm.spendlogs.jsonl").read_bytes())
+    empty = where / "empty.jsonl"
+    empty.write_text("")
+    return [*files[:2], gateway, *files[2:4], empty, *files[4:]]
+
+
+def _batch(line: str) -> list:
+    try:
+        return json.loads(line)["resourceSpans"]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
+def _watch_ahead(monkeypatch) -> dict[str, list]:
+    """What the run parsed ahead (`read`: file name, parsed or not) and what loads used (`used`: file names)."""
+    seen: dict[str, list] = {"read": [], "used": []}
+    real_read, real_used = otlp.ParseAhead._read, otlp._parsed_ahead
+
+    def read(self, path, options, display):
+        early = real_read(self, path, options, display)
+        seen["read"].append((Path(path).name, early is not None))
+        return early
+
+    def used(src):
+        early = real_used(src)
+        if early is not None:
+            seen["used"].append(src.path.name)
+        return early
+
+    monkeypatch.setattr(otlp.ParseAhead, "_read", read)
+    monkeypatch.setattr(otlp, "_parsed_ahead", used)
+    return seen
+
+
+def test_a_run_of_small_files_parsed_ahead_stores_what_one_load_a_file_stores(mixed_file, tmp_path, monkeypatch):
+    """Each file of a run parses while the file before it stages (`ParseAhead`): the store, the rejects and the
+    ledger are those of loading the files one run each, in the same order (no file parsed ahead)."""
+    import threading
+
+    files = _split(mixed_file, tmp_path / "in")
+    alone = connect(tmp_path / "alone.duckdb")
+    seen = _watch_ahead(monkeypatch)
+    for f in files:
+        ingest(alone, [f])
+    assert seen == {"read": [], "used": []}  # a run of one file has no next file
+    ahead = connect(tmp_path / "ahead.duckdb")
+    result = ingest(ahead, files)
+    statuses = {Path(f.file).name: f.status for f in result.files}
+    assert statuses == {f.name: "empty" if f.name == "empty.jsonl" else "loaded" for f in files}, result.files
+    otlp_files = [f.name for f in files if f.name.startswith("part")]
+    # every OTLP file but the first was parsed ahead and used; the gateway log and the empty file were not parsed
+    assert seen["used"] == otlp_files[1:], seen
+    assert [name for name, parsed in seen["read"] if parsed] == otlp_files[1:], seen
+    want, got = _store_rows(alone), _store_rows(ahead)
+    assert len(want["calls"]) > 20
+    # the bad lines are in the middle: in a file parsed ahead, so their line numbers are checked too
+    bad = [r[4] for r in want["rejects"] if r[0] == "otlp" and r[1] == "malformed_json"]
+    assert len(bad) == 1 and bad[0].split(":")[0] in otlp_files[1:-1], bad
+    for part in want:
+        assert got[part] == want[part], part
+    assert not [t for t in threading.enumerate() if t.name.startswith("phaselens-otlp-ahead")]
+
+
+def test_a_file_written_to_after_it_was_parsed_ahead_is_read_again_by_its_load(mixed_file, tmp_path, monkeypatch):
+    lines = mixed_file.read_text().splitlines(keepends=True)
+    half = len(lines) // 2
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(lines[:half]))
+    b.write_text("".join(lines[half:]))
+    more = "".join(line.replace('"traceId":"', '"traceId":"eeee') for line in lines[:half])  # other calls
+    seen = _watch_ahead(monkeypatch)
+    real_read = otlp.ParseAhead._read
+
+    def read_then_write(self, path, options, display):
+        early = real_read(self, path, options, display)
+        with open(path, "a") as f:  # the exporter appends after the parse ahead read the file
+            f.write(more)
+        return early
+
+    monkeypatch.setattr(otlp.ParseAhead, "_read", read_then_write)
+    store = connect(tmp_path / "s.duckdb")
+    result = ingest(store, [a, b])
+    assert [f.status for f in result.files] == ["loaded", "loaded"]
+    assert seen["read"] == [("b.jsonl", True)] and seen["used"] == []  # parsed ahead, then not used
+    monkeypatch.setattr(otlp.ParseAhead, "_read", real_read)
+    alone = connect(tmp_path / "alone.duckdb")
+    for f in (a, b):  # b as it is now, with the appended calls
+        ingest(alone, [f])
+    want, got = _store_rows(alone), _store_rows(store)
+    assert store.execute("SELECT count(*) FROM raw_calls WHERE trace_id LIKE 'eeee%'").fetchone()[0] > 10
+    for part in want:
+        assert got[part] == want[part], part
+
+
+def test_a_path_loaded_before_is_not_parsed_ahead_unless_forced(mixed_file, tmp_path, monkeypatch):
+    """A run offered the same files again (a cron job over one folder) costs their hashes: nothing is parsed."""
+    lines = mixed_file.read_text().splitlines(keepends=True)
+    files = [tmp_path / f"p{n}.jsonl" for n in range(3)]
+    for n, f in enumerate(files):
+        f.write_text("".join(lines[n::3]))
+    store = connect(tmp_path / "s.duckdb")
+    seen = _watch_ahead(monkeypatch)
+    assert [f.status for f in ingest(store, files).files] == ["loaded"] * 3
+    assert seen["used"] == ["p1.jsonl", "p2.jsonl"]
+    seen["read"].clear(), seen["used"].clear()
+    assert [f.status for f in ingest(store, files).files] == ["unchanged"] * 3
+    assert seen == {"read": [], "used": []}
+    forced = ingest(store, files, force=True).files
+    assert [(f.status, f.accepted) for f in forced] == [("loaded", 0)] * 3 and all(f.duplicates for f in forced)
+    assert seen["used"] == ["p1.jsonl", "p2.jsonl"]
+
+
+def test_a_run_that_stops_stops_its_parse_ahead(mixed_file, tmp_path, monkeypatch):
+    import threading
+
+    lines = mixed_file.read_text().splitlines(keepends=True)
+    files = [tmp_path / f"p{n}.jsonl" for n in range(3)]
+    for n, f in enumerate(files):
+        f.write_text("".join(lines[n::3]))
+    seen = _watch_ahead(monkeypatch)
+
+    def stop(result, i, n):
+        raise KeyboardInterrupt  # the operator stops the run once the first file is loaded
+
+    store = connect(tmp_path / "s.duckdb")
+    with pytest.raises(KeyboardInterrupt):
+        ingest(store, files, on_file=stop)
+    assert [name for name, _ in seen["read"]] in (["p1.jsonl"], [])  # offered; parsed or stopped
+    assert store.execute("SELECT file, status FROM raw_loads").fetchall() == [(str(files[0]), "loaded")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("phaselens-otlp-ahead")]
