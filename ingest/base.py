@@ -19,7 +19,6 @@ import io
 import json
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import astuple, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -172,9 +171,9 @@ class SourceFile:
     # set by the load when it hashes the file while the adapter starts reading: raises when the content turns out
     # to be loaded already (see `before_first_write`)
     content_check: Callable[[], None] | None = None
-    # set by the load when the run parsed this file ahead of it, while the file before it was staged: a future of the
-    # adapter's own result (see ingest/otlp.py `ParseAhead`), which the adapter may use instead of reading the file
-    read_ahead: Future | None = None
+    # set by the load when the run parsed this file ahead of it, while the files before it were staged: waits for
+    # and returns the adapter's own result (see ingest/otlp.py `ParseAhead`), which it may use instead of reading
+    read_ahead: Callable[[], object] | None = None
 
     def __post_init__(self) -> None:
         if not self.display:

@@ -33,6 +33,7 @@ from typing import ClassVar
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from phaselens.models import Settings
 from phaselens.models.vocabulary import expand_sql_rules, sql_macros
@@ -84,6 +85,8 @@ CONTENT_KEY_PATTERN = (
 
 
 
+LINE_BITS = 40  # a line number of a file fits in 40 bits; the file's index in a parse of several files lies above
+
 # A cheap pre-test on the key (LIKE) before the exact pattern keeps this off the hot path.
 _MACROS = [
     "CREATE OR REPLACE TEMP MACRO otlp_value(v) AS coalesce(v.stringValue, v.intValue, "
@@ -104,6 +107,9 @@ _MACROS = [
     # an ISO 8601 time (Langfuse writes it JSON-quoted) as seconds after the span's start
     "CREATE OR REPLACE TEMP MACRO otlp_iso_after_start(x, start_ns) AS "
     "(epoch_ns(TRY_CAST(trim(x, '\"') AS TIMESTAMPTZ)) - start_ns) / 1e9",
+    # a parse of several files numbers each line (file index << LINE_BITS) + its line number in its file
+    f"CREATE OR REPLACE TEMP MACRO otlp_file(displays, n) AS displays[(n >> {LINE_BITS}) + 1]",
+    f"CREATE OR REPLACE TEMP MACRO otlp_line(n) AS n & {(1 << LINE_BITS) - 1}",
     "CREATE OR REPLACE TEMP MACRO otlp_json_object(keys, vals) AS '{' || array_to_string("
     "list_transform(list_zip(keys, vals), lambda p: to_json(p[1]) || ':' || coalesce(to_json(p[2]), 'null')), ',') || '}'",
 ]
@@ -113,10 +119,12 @@ CHUNK_BYTES = 64 * 1024 * 1024  # lines per DuckDB pass: bounds memory whatever 
 # Parsing a chunk costs about twice what staging it does, so two parsers keep pace with the load's connection; more
 # would only hold more chunks in memory.
 PARSE_WORKERS = max(1, min(2, os.cpu_count() or 1))
-# A file of at most this many bytes is parsed whole, ahead of its load, while the load stages the file before it
-# (`ParseAhead`): each file costs about half a second of fixed work (the parse's planning, the staging's
-# statements), which a run of many small files would otherwise pay one file after the other.
+# A file of at most this many bytes is parsed whole, ahead of its load, while the load stages the files before it
+# (`ParseAhead`), together with the next ones up to this many bytes and AHEAD_FILES files: each file costs about
+# half a second of fixed work (the parse's planning, the staging's statements), which a run of many small files
+# would otherwise pay one file after the other.
 AHEAD_BYTES = 16 << 20
+AHEAD_FILES = 64
 
 
 @functools.cache
@@ -332,25 +340,31 @@ FROM (
   SELECT line_no, line, ok, CASE WHEN ok THEN from_json(line, $structure) END AS j
   -- blank lines are not records; a match that stops at the first other character, not a trimmed copy of each line
   FROM (SELECT line_no, line, {ok} AS ok
-        FROM (SELECT $first + generate_subscripts($lines, 1) - 1 AS line_no, unnest($lines) AS line)
+        FROM (SELECT {numbers} AS line_no, unnest($lines) AS line)
         WHERE NOT regexp_full_match(line, '[ \t\r\n]*'))
 )
 """
 
 
-def parse_batches(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: int) -> None:
-    """otlp_batches(line_no, j, bad, raw, lost_line): `lines` (numbered from `first_line`) parsed, or why not.
+def parse_batches(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: int,
+                  numbers: list[int] | None = None) -> None:
+    """otlp_batches(line_no, j, bad, raw, lost_line): `lines` (numbered from `first_line`, or each by `numbers`)
+    parsed, or why not.
 
     The lines reach DuckDB as a list parameter, read where they are parsed: they are not copied into a table first.
     (Not a registered Arrow table: DuckDB can keep an Arrow scan's buffers alive after unregister, which made memory
     grow with every chunk.) Each line is parsed once, with no validity check first; only when a line of the chunk
     is not JSON (the parse fails) is the chunk parsed again with each line checked, so that line is rejected and
     the others kept."""
-    params = {"structure": STRUCTURE, "lines": lines, "first": first_line}
+    params = {"structure": STRUCTURE, "lines": lines}
+    if numbers is None:
+        params["first"], numbering = first_line, "$first + generate_subscripts($lines, 1) - 1"
+    else:
+        params["numbers"], numbering = numbers, "unnest($numbers)"
     try:
-        con.execute(_BATCHES.format(ok="true"), params)
+        con.execute(_BATCHES.format(ok="true", numbers=numbering), params)
     except duckdb.InvalidInputException:
-        con.execute(_BATCHES.format(ok="json_valid(line)"), params)
+        con.execute(_BATCHES.format(ok="json_valid(line)", numbers=numbering), params)
 
 
 def parser_connection(temp_directory: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -369,8 +383,42 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
                 keep: list[str]) -> ParsedChunk:
     """Parse OTLP JSON lines (numbered from `first_line`) on a parser connection into spans, prompt-prefix hashes
     and the rejects of lines and entries that hold no readable spans. Reads nothing stored."""
+    spans, prefix, rejects, batches = _parse_tables(con, lines, [display], keep, first_line=first_line)
+    return ParsedChunk(first_line=first_line, last_line=first_line + len(lines) - 1, spans=spans, prefix=prefix,
+                       line_rejects=rejects, batches=batches.get(0, 0))
+
+
+def parse_files(con: duckdb.DuckDBPyConnection, files: list[tuple[str, list[str]]],
+                keep: list[str]) -> list[ParsedChunk]:
+    """Several small files parsed in one pass, each `(display, its lines)` whole: the parse's fixed cost (mostly
+    the planning of the spans' columns) is paid once for them all. Returns each file's chunk, as `parse_chunk` of
+    that file alone would make it (its lines numbered from 1)."""
+    lines = [line for _, ls in files for line in ls]
+    numbers = [(k << LINE_BITS) + n for k, (_, ls) in enumerate(files) for n in range(1, len(ls) + 1)]
+    tables = _parse_tables(con, lines, [d for d, _ in files], keep, numbers=numbers)
+    parts = [_by_file(t, len(files)) for t in tables[:3]]
+    return [ParsedChunk(first_line=1, last_line=len(ls), spans=parts[0][k], prefix=parts[1][k],
+                        line_rejects=parts[2][k], batches=tables[3].get(k, 0))
+            for k, (_, ls) in enumerate(files)]
+
+
+def _by_file(part: tuple[pa.Table, Columns], files: int) -> list[tuple[pa.Table, Columns]]:
+    """A parse of several files' table split by file, each with its own line numbers."""
+    table, types = part
+    numbers = table.column("line_no")
+    which = pc.shift_right(numbers, LINE_BITS)
+    own = pc.bit_wise_and(numbers, (1 << LINE_BITS) - 1)
+    table = table.set_column(table.schema.get_field_index("line_no"), "line_no", own)
+    return [(table.filter(pc.equal(which, k)), types) for k in range(files)]
+
+
+def _parse_tables(con: duckdb.DuckDBPyConnection, lines: list[str], displays: list[str], keep: list[str], *,
+                  first_line: int = 1, numbers: list[int] | None = None
+                  ) -> tuple[tuple[pa.Table, Columns], tuple[pa.Table, Columns], tuple[pa.Table, Columns], dict[int, int]]:
+    """The spans, prefix hashes and line rejects of `lines` (of the files `displays`, numbered as `parse_batches`
+    numbers them), and how many lines of each file (by index) are OTLP batches."""
     lines = [jsonread.no_lone_surrogates(line) for line in lines]  # one bad value must not lose the line
-    parse_batches(con, lines, first_line)
+    parse_batches(con, lines, first_line, numbers)
     # An entry whose span list is missing (a misspelled or mangled key) or not a list holds spans that
     # cannot be read: each such entry is rejected, so a file that lost spans this way says so.
     con.execute(
@@ -388,36 +436,35 @@ def parse_chunk(con: duckdb.DuckDBPyConnection, lines: list[str], first_line: in
         ) WHERE s IS NOT NULL AND s.spans IS NULL
         """
     )
-    con.execute(spans_sql(), {"display": display, "keep": keep})
+    con.execute(spans_sql(), {"displays": displays, "keep": keep})
     con.execute(_sql("otlp_prefix"))
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE otlp_line_rejects AS
-        SELECT 'otlp' AS source, $display || ':' || line_no AS locator, bad AS reason,
+        SELECT 'otlp' AS source, otlp_file($displays, line_no) || ':' || otlp_line(line_no) AS locator, bad AS reason,
                CASE bad WHEN 'malformed_json' THEN 'line is not valid JSON'
                         ELSE 'valid JSON but not an OTLP batch (no resourceSpans)' END AS detail,
-               raw
+               raw, line_no
         FROM otlp_batches WHERE bad IS NOT NULL
         UNION ALL
-        SELECT 'otlp', $display || ':' || line_no || '/resourceSpans[' || ri || ']'
+        SELECT 'otlp', otlp_file($displays, line_no) || ':' || otlp_line(line_no) || '/resourceSpans[' || ri || ']'
                  || coalesce('/scopeSpans[' || si || ']', ''), 'missing_field',
                CASE WHEN si IS NULL
                     THEN 'a resourceSpans entry has no scopeSpans list (the key is missing or misspelled, or not a list): its spans cannot be read'
                     ELSE 'a scopeSpans entry has no spans list (the key is missing or misspelled, or not a list): its spans cannot be read' END,
                -- the entry's key names (never its values): which one is misspelled
                left('keys: ' || array_to_string(json_keys(c.lost_line, '$.resourceSpans[' || ri || ']'
-                      || coalesce('.scopeSpans[' || si || ']', '')), ', '), 500)
+                      || coalesce('.scopeSpans[' || si || ']', '')), ', '), 500), line_no
         FROM otlp_lost JOIN otlp_batches c USING (line_no)
         """,
-        {"display": display},
+        {"displays": displays},
     )
-    parsed = ParsedChunk(
-        first_line=first_line, last_line=first_line + len(lines) - 1,
-        spans=_export(con, "otlp_spans", without="content_attrs"), prefix=_export(con, "otlp_prefix"),
-        line_rejects=_export(con, "otlp_line_rejects"),
-        batches=con.execute("SELECT count(*) FROM otlp_batches WHERE bad IS NULL").fetchall()[0][0])
+    tables = (_export(con, "otlp_spans", without="content_attrs"), _export(con, "otlp_prefix"),
+              _export(con, "otlp_line_rejects"),
+              dict(con.execute(f"SELECT line_no >> {LINE_BITS}, count(*) FROM otlp_batches WHERE bad IS NULL "
+                               "GROUP BY ALL").fetchall()))
     _drop_parse_tables(con)
-    return parsed
+    return tables
 
 
 def _drop_parse_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -552,19 +599,23 @@ def _parsed_ahead(src: SourceFile) -> ParsedAhead | None:
     """The parse the run made of `src` ahead of its load, when there is one and the file has not changed since."""
     if src.read_ahead is None:
         return None
-    early = src.read_ahead.result()
+    early = src.read_ahead()
     if not isinstance(early, ParsedAhead) or early.state != _file_state(src.path):
         return None
     return early
 
 
 class ParseAhead:
-    """The next small OTLP JSON file of a run (at most AHEAD_BYTES) parsed whole, in a thread and on a parser
-    connection kept for the run, while the load's connection stages the file before it. Parsing reads nothing
-    stored, so the order of the loads and what they store are those of a run without it.
+    """The next small OTLP JSON files of a run (each at most AHEAD_BYTES on disk) parsed ahead of their loads, in
+    a thread and on a parser connection kept for the run, while the load's connection stages the files before
+    them. They are parsed several at once (`parse_files`: up to AHEAD_BYTES and AHEAD_FILES files a pass), so the
+    parse's fixed cost is paid once a pass, not once a file; a pass starts when the load takes the first file of
+    the pass before it, so at most two passes are held. Parsing reads nothing stored, so the order of the loads and
+    what they store are those of a run without it.
 
     The parse is only a head start: anything unexpected (not OTLP, more than one chunk, an error, the file changed
-    while or after it was read) leaves it unused, and the load reads the file itself, with its own errors."""
+    while or after it was read) leaves a file's parse unused, and its load reads the file itself, with its own
+    errors."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self._temp_directory = _temp_directory(con)
@@ -572,7 +623,10 @@ class ParseAhead:
         self._lock = threading.Lock()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._closed = False
-        self._offered: dict[Path, Future[ParsedAhead | None]] = {}
+        self._options: dict = {}
+        self._queue: deque[tuple[Path, int]] = deque()  # offered, not yet in a pass: (path, size)
+        self._passes: dict[Path, Future[dict[Path, ParsedAhead | None]]] = {}
+        self._last: Future | None = None  # the pass submitted last
 
     def __enter__(self) -> ParseAhead:
         return self
@@ -590,16 +644,36 @@ class ParseAhead:
         if self._con is not None:
             self._con.close()
 
-    def offer(self, path: Path, options: dict, display: str | None = None) -> None:
-        """Start parsing `path` after the files offered before it, when it is small enough; `take` hands the
-        result to its load."""
-        state = _file_state(path)
-        if state is not None and state[2] <= AHEAD_BYTES:
-            self._offered[path] = self._pool.submit(self._read, path, options, display or str(path))
+    def offer(self, paths: list[Path], options: dict) -> None:
+        """The files whose loads may use a parse made ahead, in the order they are loaded (a file too large to be
+        parsed ahead is left out); the first pass starts at once."""
+        self._options = options
+        for path in paths:
+            state = _file_state(path)
+            if state is not None and state[2] <= AHEAD_BYTES:
+                self._queue.append((path, state[2]))
+        self._next_pass()
 
-    def take(self, path: Path) -> Future[ParsedAhead | None] | None:
-        """The parse offered for `path`, for its load (`SourceFile.read_ahead`), or None."""
-        return self._offered.pop(path, None)
+    def take(self, path: Path) -> Callable[[], ParsedAhead | None] | None:
+        """What the run parsed of `path` ahead of its load, to wait for (`SourceFile.read_ahead`), or None."""
+        done = self._passes.pop(path, None)
+        if done is None:
+            return None
+        if done is self._last:  # the load reached this pass: the next one parses while it stages
+            self._next_pass()
+        return lambda: done.result().get(path)
+
+    def _next_pass(self) -> None:
+        batch: list[Path] = []
+        size = 0
+        while self._queue and len(batch) < AHEAD_FILES and (not batch or size + self._queue[0][1] <= AHEAD_BYTES):
+            path, n = self._queue.popleft()
+            batch.append(path)
+            size += n
+        if batch:
+            self._last = self._pool.submit(self._read, batch, self._options)
+            for path in batch:
+                self._passes[path] = self._last
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
@@ -607,30 +681,45 @@ class ParseAhead:
                 self._con = parser_connection(self._temp_directory)
             return self._con
 
-    def _read(self, path: Path, options: dict, display: str) -> ParsedAhead | None:
-        if self._closed:
-            return None
-        state = _file_state(path)
-        src = SourceFile(path, display=display, options=options)
-        try:
-            if state is None or src.is_empty or not _looks_like_otlp(src):
-                return None
+    def _read(self, batch: list[Path], options: dict) -> dict[Path, ParsedAhead | None]:
+        results: dict[Path, ParsedAhead | None] = dict.fromkeys(batch)
+        files: list[tuple[Path, tuple, SourceFile, list[str], _Cut | None]] = []
+        size = 0
+        for path in batch:
+            if self._closed:
+                return results
+            state = _file_state(path)
+            src = SourceFile(path, display=str(path), options=options)
             cut = None
-            if _is_json_lines(src):
-                chunks = _line_chunks(src)
-                first = next(chunks, None)
-                if first is None or next(chunks, None) is not None:  # more than one chunk: the load's parsers share it
-                    return None
-                first_line, lines = first
-            else:
-                text, cut = _whole_document(src)
-                first_line, lines = 1, [text]
-            parsed = parse_fitting(self._connection(), lines, first_line, display, keep_list(options))
-        except Exception:  # noqa: BLE001 - the load reads the file itself and reports what is wrong with it
-            return None
-        if _file_state(path) != state:  # written to while it was read
-            return None
-        return ParsedAhead(parsed, cut, list(src.problems), state)
+            try:
+                if state is None or src.is_empty or not _looks_like_otlp(src):
+                    continue
+                if _is_json_lines(src):
+                    chunks = _line_chunks(src)
+                    first = next(chunks, None)
+                    if first is None or next(chunks, None) is not None:  # more than one chunk: the load's parsers share it
+                        continue
+                    lines = first[1]
+                else:
+                    text, cut = _whole_document(src)
+                    lines = [text]
+            except Exception:  # noqa: BLE001 - the load reads the file itself and reports what is wrong with it
+                continue
+            size += sum(map(len, lines))
+            if size > CHUNK_BYTES:  # what a compressed file holds: the rest of the pass is parsed by its loads
+                break
+            files.append((path, state, src, lines, cut))
+        if not files:
+            return results
+        try:
+            parsed = parse_files(self._connection(), [(str(path), lines) for path, _, _, lines, _ in files],
+                                 keep_list(options))
+        except Exception:  # noqa: BLE001 - as above; also a pass that does not fit the memory limit, or stopped
+            return results
+        for (path, state, src, _, cut), chunk in zip(files, parsed, strict=True):
+            if _file_state(path) == state:  # not written to while it was read
+                results[path] = ParsedAhead([chunk], cut, list(src.problems), state)
+        return results
 
 
 def _import(con: duckdb.DuckDBPyConnection, name: str, part: tuple[pa.Table, Columns]) -> None:

@@ -146,6 +146,15 @@ def _loaded_before(con: duckdb.DuckDBPyConnection, *, sha: str | None = None, fi
     ).fetchone() is not None
 
 
+def _paths_loaded_before(con: duckdb.DuckDBPyConnection, files: list[str]) -> set[str]:
+    """Which of `files` (paths as given) the ledger holds a load of."""
+    if not files:
+        return set()
+    return {r[0] for r in con.execute(
+        "SELECT DISTINCT file FROM raw_loads WHERE status IN ('loaded', 'partial', 'empty') AND file IN "
+        "(SELECT unnest($files))", {"files": files}).fetchall()}
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -275,7 +284,7 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
 
 def load_file(
     con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False,
-    read_ahead: Future | None = None,
+    read_ahead: Callable[[], object] | None = None,
 ) -> FileResult:
     """Load one file in one transaction and record it in the ledger. `read_ahead` is what the run parsed of the
     file ahead of its load (`ingest`), which its adapter may use."""
@@ -290,7 +299,7 @@ def load_file(
 
 def _load_file(
     con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False,
-    read_ahead: Future | None = None,
+    read_ahead: Callable[[], object] | None = None,
 ) -> FileResult:
     started = _now()
     load_id = uuid.uuid4().hex[:16]
@@ -415,16 +424,13 @@ def ingest(
     not_data: list[Path] = []
     files = expand_paths(paths, not_data)
     result = IngestResult(run_id=uuid.uuid4().hex[:16], not_data=not_data)
-    # each file's fixed costs would add up over many small files: the next one parses while this one stages
+    # each file's fixed costs would add up over many small files: the next ones parse while this one stages
     with ParseAhead(con) as ahead:
+        # not a path loaded before: most likely offered again unchanged, so its hash alone decides
+        known = set() if force else _paths_loaded_before(con, [str(f) for f in files[1:]])
+        ahead.offer([f for f in files[1:] if str(f) not in known], options or {})
         for i, f in enumerate(files, 1):
-            # not a path loaded before: most likely offered again unchanged, so its hash alone decides
-            if i < len(files) and (force or not _loaded_before(con, file=str(files[i]))):
-                ahead.offer(files[i], options or {})
-            early = ahead.take(f)
-            r = load_file(con, f, result.run_id, options=options, force=force, read_ahead=early)
-            if early is not None:
-                early.cancel()  # not started: the file needed no parse (unchanged, or another format)
+            r = load_file(con, f, result.run_id, options=options, force=force, read_ahead=ahead.take(f))
             result.files.append(r)
             if on_file:
                 on_file(r, i, len(files))

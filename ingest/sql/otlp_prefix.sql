@@ -7,7 +7,7 @@
 CREATE OR REPLACE TEMP TABLE otlp_prefix AS
 WITH content AS (  -- each prompt attribute once: key, value, and the message index of an indexed one
   SELECT
-    call_id,
+    call_id, line_no,
     coalesce(uncached_input_tokens, 0) + coalesce(cache_read_tokens, 0) + coalesce(cache_write_tokens, 0) AS input_tokens,
     list_filter(
       list_transform(content_attrs, lambda a: {
@@ -20,7 +20,7 @@ WITH content AS (  -- each prompt attribute once: key, value, and the message in
 ),
 blocks AS (
   SELECT
-    call_id, input_tokens,
+    call_id, line_no, input_tokens,
     list_concat(
       list_transform(list_filter(kv, lambda a: a.k = 'gen_ai.system_instructions'), lambda a: a.v),
       coalesce(list_transform(
@@ -34,11 +34,12 @@ blocks AS (
   FROM content
 ),
 hashed AS (
-  SELECT call_id, input_tokens, list_transform(blocks, lambda b: md5(b)) AS h, list_transform(blocks, lambda b: length(b)) AS n
+  SELECT call_id, line_no, input_tokens, list_transform(blocks, lambda b: md5(b)) AS h, list_transform(blocks, lambda b: length(b)) AS n
   FROM blocks
 )
 SELECT
   call_id,
+  line_no,  -- which file of a parse of several files (otlp_file) the call is from
   list_transform(range(1, len(h) + 1), lambda i: left(md5(array_to_string(h[1:i], '')), 16)) AS prefix_hashes,
   -- size of each prefix in tokens: the call's input tokens shared out in proportion to characters
   list_transform(range(1, len(n) + 1),

@@ -151,7 +151,7 @@ SELECT
        ELSE 'otel_genai' END AS convention,
   nullif(trim(coalesce(scope_name, '') || ' ' || coalesce(scope_version, '')), '') AS instrumentation,
   '' AS load_id,
-  $display || '#' || coalesce(span_id, 'line' || line_no) AS source_locator,
+  otlp_file($displays, line_no) || '#' || coalesce(span_id, 'line' || otlp_line(line_no)) AS source_locator,
   CASE WHEN start_ok THEN make_timestamp((start_ns // 1000)::BIGINT) END AS started_at,
   CASE WHEN start_ok AND ttft_any BETWEEN 0 AND 86400 AND operation <> 'embeddings'
        THEN make_timestamp((start_ns // 1000)::BIGINT + (ttft_any * 1e6)::BIGINT) END AS first_token_at,

@@ -292,13 +292,15 @@ def _batch(line: str) -> list:
 
 
 def _watch_ahead(monkeypatch) -> dict[str, list]:
-    """What the run parsed ahead (`read`: file name, parsed or not) and what loads used (`used`: file names)."""
-    seen: dict[str, list] = {"read": [], "used": []}
+    """What the run parsed ahead (`read`: file name, parsed or not; `passes`: the files of each pass) and what loads
+    used (`used`: file names)."""
+    seen: dict[str, list] = {"read": [], "used": [], "passes": []}
     real_read, real_used = otlp.ParseAhead._read, otlp._parsed_ahead
 
-    def read(self, path, options, display):
-        early = real_read(self, path, options, display)
-        seen["read"].append((Path(path).name, early is not None))
+    def read(self, batch, options):
+        early = real_read(self, batch, options)
+        seen["read"] += [(Path(path).name, early[path] is not None) for path in batch]
+        seen["passes"].append([Path(path).name for path in batch])
         return early
 
     def used(src):
@@ -312,17 +314,20 @@ def _watch_ahead(monkeypatch) -> dict[str, list]:
     return seen
 
 
-def test_a_run_of_small_files_parsed_ahead_stores_what_one_load_a_file_stores(mixed_file, tmp_path, monkeypatch):
-    """Each file of a run parses while the file before it stages (`ParseAhead`): the store, the rejects and the
-    ledger are those of loading the files one run each, in the same order (no file parsed ahead)."""
+@pytest.mark.parametrize("per_pass", [otlp.AHEAD_FILES, 2])
+def test_a_run_of_small_files_parsed_ahead_stores_what_one_load_a_file_stores(mixed_file, tmp_path, monkeypatch, per_pass):
+    """The files of a run parse, several in one pass, while the files before them stage (`ParseAhead`): the store,
+    the rejects and the ledger are those of loading the files one run each, in the same order (none parsed
+    ahead)."""
     import threading
 
+    monkeypatch.setattr(otlp, "AHEAD_FILES", per_pass)
     files = _split(mixed_file, tmp_path / "in")
     alone = connect(tmp_path / "alone.duckdb")
     seen = _watch_ahead(monkeypatch)
     for f in files:
         ingest(alone, [f])
-    assert seen == {"read": [], "used": []}  # a run of one file has no next file
+    assert seen == {"read": [], "used": [], "passes": []}  # a run of one file has no next file
     ahead = connect(tmp_path / "ahead.duckdb")
     result = ingest(ahead, files)
     statuses = {Path(f.file).name: f.status for f in result.files}
@@ -331,6 +336,9 @@ def test_a_run_of_small_files_parsed_ahead_stores_what_one_load_a_file_stores(mi
     # every OTLP file but the first was parsed ahead and used; the gateway log and the empty file were not parsed
     assert seen["used"] == otlp_files[1:], seen
     assert [name for name, parsed in seen["read"] if parsed] == otlp_files[1:], seen
+    # every file after the first, in passes of at most `per_pass` files (the default: all of them in one)
+    assert [name for p in seen["passes"] for name in p] == [f.name for f in files[1:]], seen
+    assert max(map(len, seen["passes"])) == min(per_pass, len(files) - 1), seen
     want, got = _store_rows(alone), _store_rows(ahead)
     assert len(want["calls"]) > 20
     # the bad lines are in the middle: in a file parsed ahead, so their line numbers are checked too
@@ -351,9 +359,9 @@ def test_a_file_written_to_after_it_was_parsed_ahead_is_read_again_by_its_load(m
     seen = _watch_ahead(monkeypatch)
     real_read = otlp.ParseAhead._read
 
-    def read_then_write(self, path, options, display):
-        early = real_read(self, path, options, display)
-        with open(path, "a") as f:  # the exporter appends after the parse ahead read the file
+    def read_then_write(self, batch, options):
+        early = real_read(self, batch, options)
+        with open(b, "a") as f:  # the exporter appends after the parse ahead read the file
             f.write(more)
         return early
 
@@ -382,9 +390,10 @@ def test_a_path_loaded_before_is_not_parsed_ahead_unless_forced(mixed_file, tmp_
     seen = _watch_ahead(monkeypatch)
     assert [f.status for f in ingest(store, files).files] == ["loaded"] * 3
     assert seen["used"] == ["p1.jsonl", "p2.jsonl"]
-    seen["read"].clear(), seen["used"].clear()
+    for v in seen.values():
+        v.clear()
     assert [f.status for f in ingest(store, files).files] == ["unchanged"] * 3
-    assert seen == {"read": [], "used": []}
+    assert seen == {"read": [], "used": [], "passes": []}
     forced = ingest(store, files, force=True).files
     assert [(f.status, f.accepted) for f in forced] == [("loaded", 0)] * 3 and all(f.duplicates for f in forced)
     assert seen["used"] == ["p1.jsonl", "p2.jsonl"]
@@ -405,6 +414,26 @@ def test_a_run_that_stops_stops_its_parse_ahead(mixed_file, tmp_path, monkeypatc
     store = connect(tmp_path / "s.duckdb")
     with pytest.raises(KeyboardInterrupt):
         ingest(store, files, on_file=stop)
-    assert [name for name, _ in seen["read"]] in (["p1.jsonl"], [])  # offered; parsed or stopped
+    assert [name for name, _ in seen["read"]] in (["p1.jsonl", "p2.jsonl"], [])  # one pass: parsed, or stopped
     assert store.execute("SELECT file, status FROM raw_loads").fetchall() == [(str(files[0]), "loaded")]
     assert not [t for t in threading.enumerate() if t.name.startswith("phaselens-otlp-ahead")]
+
+
+def test_files_parsed_in_one_pass_each_get_what_their_own_parse_gives(mixed_file):
+    """`parse_files` pays the parse's fixed cost once for several files; each file's spans, prefix hashes, line
+    rejects (with its own name and line numbers) and batch count are those of parsing it alone."""
+    lines = mixed_file.read_text().splitlines(keepends=True)
+    third = len(lines) // 3
+    files = [("a.jsonl", lines[:third]), ("dir/b.jsonl", lines[third:2 * third]), ("c.jsonl", lines[2 * third:]),
+             ("empty.jsonl", ["\n"])]
+    keep = otlp.keep_list(None)
+    con = otlp.parser_connection()
+    together = otlp.parse_files(con, files, keep)
+    alone = [otlp.parse_chunk(con, ls, 1, display, keep) for display, ls in files]
+    assert sum(p.spans[0].num_rows for p in together) > 20 and any(p.line_rejects[0].num_rows for p in together)
+    assert all(p.prefix[0].num_rows for p in together[:3])  # the recorded calls carry prompt text: hashes in each
+    for got, want in zip(together, alone, strict=True):
+        assert (got.first_line, got.last_line, got.batches) == (want.first_line, want.last_line, want.batches)
+        for part in ("spans", "prefix", "line_rejects"):
+            assert getattr(got, part)[1] == getattr(want, part)[1], part  # the DuckDB types
+            assert getattr(got, part)[0].to_pylist() == getattr(want, part)[0].to_pylist(), part

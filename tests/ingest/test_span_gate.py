@@ -44,7 +44,7 @@ def _lines(path: Path) -> list[str]:
 
 def _spans(con, lines: list[str], sql: str, table: str) -> None:
     otlp.parse_batches(con, lines, 1)
-    con.execute(sql, {"display": "f", "keep": otlp.keep_list(None)})
+    con.execute(sql, {"displays": ["f"], "keep": otlp.keep_list(None)})
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM otlp_spans")
 
 
