@@ -4,7 +4,8 @@ document, and gzip-compressed files of either.
 Lines are read in chunks of about 64 MB and parsed by DuckDB (`from_json` with the OTLP structure), not by
 a Python loop, so a million spans load in seconds and memory stays flat whatever the file size. Chunks parse on
 in-memory connections of their own, in threads, while the load's connection stages the chunk before them
-(`ChunkParsers`): parsing reads nothing stored, staging does. Attribute
+(`ChunkParsers`): parsing reads nothing stored, staging does. A run's small files are parsed ahead of their
+loads, several in one pass (`ParseAhead`), so each file does not pay the parse's fixed cost alone. Attribute
 conventions (OTel GenAI old and new, OpenLLMetry, OpenInference, vLLM) are mapped to one `LlmCall` row in
 `sql/otlp_spans.sql`.
 
@@ -204,7 +205,7 @@ class OtlpJsonAdapter:
         cut = None
         keep = keep_list(src.options)
         with contextlib.ExitStack() as stack:
-            if (early := _parsed_ahead(src)) is not None:  # the run parsed this file while it staged the one before
+            if (early := _parsed_ahead(src)) is not None:  # the run parsed it while it staged the files before it
                 for why in early.problems:
                     src.incomplete(why)
                 cut = early.cut
@@ -318,8 +319,9 @@ class ParsedChunk:
     last_line: int
     # each table as Arrow with its DuckDB column types (Arrow has no HUGEINT)
     spans: tuple[pa.Table, Columns]  # otlp_spans without content_attrs
-    prefix: tuple[pa.Table, Columns]  # otlp_prefix
-    line_rejects: tuple[pa.Table, Columns]  # rejects of lines that are not OTLP batches and of entries whose spans are lost
+    prefix: tuple[pa.Table, Columns]  # otlp_prefix (with the line of each call, which `parse_files` splits by)
+    # rejects of lines that are not OTLP batches and of entries whose spans are lost (with their line, as above)
+    line_rejects: tuple[pa.Table, Columns]
     batches: int  # lines that are OTLP batches
 
 
@@ -576,7 +578,7 @@ def _temp_directory(con: duckdb.DuckDBPyConnection) -> str | None:
     return con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0] or None
 
 
-def _file_state(path) -> tuple[int, int, int, int] | None:
+def _file_state(path: Path) -> tuple[int, int, int, int] | None:
     """(device, inode, size, modification time in ns) of a file, or None when it cannot be stat'ed."""
     try:
         st = os.stat(path)

@@ -286,8 +286,8 @@ def load_file(
     con: duckdb.DuckDBPyConnection, path: Path, run_id: str, *, options: dict | None = None, force: bool = False,
     read_ahead: Callable[[], object] | None = None,
 ) -> FileResult:
-    """Load one file in one transaction and record it in the ledger. `read_ahead` is what the run parsed of the
-    file ahead of its load (`ingest`), which its adapter may use."""
+    """Load one file in one transaction and record it in the ledger. `read_ahead` waits for and returns what the
+    run parsed of the file ahead of its load (`ingest`), which its adapter may use."""
     with telemetry.operation("ingest.file", file=str(path)) as span:
         r = _load_file(con, path, run_id, options=options, force=force, read_ahead=read_ahead)
         if span is not None:
