@@ -212,11 +212,7 @@ class OtlpJsonAdapter:
                 src.before_first_write()
                 parsed_chunks: Iterator[ParsedChunk] = iter(early.parsed)
             else:
-                if _is_json_lines(src):
-                    chunks = _line_chunks(src)
-                else:
-                    text, cut = _whole_document(src)
-                    chunks = iter([(1, [text])])
+                chunks, cut = _chunks(src)
                 parsers = stack.enter_context(ChunkParsers(_temp_directory(con)))
                 parsed_chunks = parsers.parse_all(chunks, src.display, keep, first=src.before_first_write)
             for parsed in parsed_chunks:
@@ -290,6 +286,15 @@ def _whole_spans(resource_spans: list) -> tuple[list, int]:
     return kept, dropped
 
 
+def _chunks(src: SourceFile) -> tuple[Iterator[tuple[int, list[str]]], _Cut | None]:
+    """The file's chunks to parse (`_line_chunks` of JSON Lines, else the one document whole), and where a single
+    document breaks (to be rejected), if it does."""
+    if _is_json_lines(src):
+        return _line_chunks(src), None
+    text, cut = _whole_document(src)
+    return iter([(1, [text])]), cut
+
+
 def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
     """The file's lines in chunks of about CHUNK_BYTES, with the number of each chunk's first line."""
     lines: list[str] = []
@@ -308,6 +313,7 @@ def _line_chunks(src: SourceFile) -> Iterator[tuple[int, list[str]]]:
 
 
 Columns = tuple[tuple[str, str], ...]
+Exported = tuple[pa.Table, Columns]  # a parser's table as Arrow, with its DuckDB column types
 
 
 @dataclass
@@ -404,7 +410,7 @@ def parse_files(con: duckdb.DuckDBPyConnection, files: list[tuple[str, list[str]
             for k, (_, ls) in enumerate(files)]
 
 
-def _by_file(part: tuple[pa.Table, Columns], files: int) -> list[tuple[pa.Table, Columns]]:
+def _by_file(part: Exported, files: int) -> list[Exported]:
     """A parse of several files' table split by file, each with its own line numbers."""
     table, types = part
     numbers = table.column("line_no")
@@ -416,7 +422,7 @@ def _by_file(part: tuple[pa.Table, Columns], files: int) -> list[tuple[pa.Table,
 
 def _parse_tables(con: duckdb.DuckDBPyConnection, lines: list[str], displays: list[str], keep: list[str], *,
                   first_line: int = 1, numbers: list[int] | None = None
-                  ) -> tuple[tuple[pa.Table, Columns], tuple[pa.Table, Columns], tuple[pa.Table, Columns], dict[int, int]]:
+                  ) -> tuple[Exported, Exported, Exported, dict[int, int]]:
     """The spans, prefix hashes and line rejects of `lines` (of the files `displays`, numbered as `parse_batches`
     numbers them), and how many lines of each file (by index) are OTLP batches."""
     lines = [jsonread.no_lone_surrogates(line) for line in lines]  # one bad value must not lose the line
@@ -692,19 +698,14 @@ class ParseAhead:
                 return results
             state = _file_state(path)
             src = SourceFile(path, display=str(path), options=options)
-            cut = None
             try:
                 if state is None or src.is_empty or not _looks_like_otlp(src):
                     continue
-                if _is_json_lines(src):
-                    chunks = _line_chunks(src)
-                    first = next(chunks, None)
-                    if first is None or next(chunks, None) is not None:  # more than one chunk: the load's parsers share it
-                        continue
-                    lines = first[1]
-                else:
-                    text, cut = _whole_document(src)
-                    lines = [text]
+                chunks, cut = _chunks(src)
+                first = next(chunks, None)
+                if first is None or next(chunks, None) is not None:  # more than one chunk: the load's parsers share it
+                    continue
+                lines = first[1]
             except Exception:  # noqa: BLE001 - the load reads the file itself and reports what is wrong with it
                 continue
             size += sum(map(len, lines))

@@ -138,12 +138,13 @@ def _hash_in_thread(path: Path) -> Future[str]:
         pool.shutdown(wait=False)
 
 
-def _loaded_before(con: duckdb.DuckDBPyConnection, *, sha: str | None = None, file: str | None = None) -> bool:
-    """Whether the ledger holds a load of this content (`sha`), or of this path as given (`file`)."""
-    column, value = ("content_sha256", sha) if sha is not None else ("file", file)
-    return con.execute(
-        f"SELECT 1 FROM raw_loads WHERE {column} = ? AND status IN ('loaded', 'partial', 'empty') LIMIT 1", [value]
-    ).fetchone() is not None
+_LOADED = "status IN ('loaded', 'partial', 'empty')"  # a ledger row whose content is in the store
+
+
+def _content_loaded_before(con: duckdb.DuckDBPyConnection, sha: str) -> bool:
+    """Whether the ledger holds a load of this content."""
+    row = con.execute(f"SELECT 1 FROM raw_loads WHERE content_sha256 = ? AND {_LOADED} LIMIT 1", [sha]).fetchone()
+    return row is not None
 
 
 def _paths_loaded_before(con: duckdb.DuckDBPyConnection, files: list[str]) -> set[str]:
@@ -151,8 +152,8 @@ def _paths_loaded_before(con: duckdb.DuckDBPyConnection, files: list[str]) -> se
     if not files:
         return set()
     return {r[0] for r in con.execute(
-        "SELECT DISTINCT file FROM raw_loads WHERE status IN ('loaded', 'partial', 'empty') AND file IN "
-        "(SELECT unnest($files))", {"files": files}).fetchall()}
+        f"SELECT DISTINCT file FROM raw_loads WHERE {_LOADED} AND file IN (SELECT unnest($files))",
+        {"files": files}).fetchall()}
 
 
 def _size(path: Path) -> int:
@@ -316,7 +317,7 @@ def _load_file(
     def loaded_before() -> bool:  # waits for the hash; OSError when the file cannot be read
         nonlocal sha
         sha = hashing.result()
-        return not force and _loaded_before(con, sha=sha)
+        return not force and _content_loaded_before(con, sha)
 
     def known() -> FileResult | None:
         """Once the hash is in: the ledger row of a file whose content was loaded before or that cannot be read
@@ -347,7 +348,7 @@ def _load_file(
         return known() or done(status="failed", message=f"{display}: cannot tell its format ({type(e).__name__}: {str(e)[:200]})")
     # a path loaded before is most likely offered again unchanged: hashed first, it costs its hash and no more
     late = (isinstance(adapter, SqlAdapter) and getattr(adapter, "reads_before_hash", False)
-            and _size(path) >= HASH_BESIDE_BYTES and not _loaded_before(con, file=display))
+            and _size(path) >= HASH_BESIDE_BYTES and not _paths_loaded_before(con, [display]))
     if not late and (r := known()):
         return r
     if late:
